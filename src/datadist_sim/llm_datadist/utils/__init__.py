@@ -1,0 +1,1 @@
+"""Argument checks shared by every public method (real module: ``llm_datadist.utils.utils``)."""
