@@ -41,7 +41,7 @@ _TABLE = "status_codes.txt"
 _REF = "llm_datadist_api.md"
 _C = LLMStatusCode
 
-_ROWS = (
+_ROWS: tuple[tuple[LLMStatusCode, str, Retryable, str, str], ...] = (
     (_C.LLM_SUCCESS, "Success", "n.a.", "None.", _TABLE),
     (
         _C.LLM_FAILED,

@@ -27,7 +27,7 @@ def _as_list(classes: _ClassSpec) -> list[type]:
     return list(classes) if isinstance(classes, (list, tuple)) else [classes]
 
 
-def check_inner(arg_name: str, arg_value: Iterable[Any], inner_class: _ClassSpec) -> None:
+def check_inner(arg_name: str, arg_value: Any, inner_class: _ClassSpec) -> None:
     """Every element of a container must be of ``inner_class``."""
     inner = _as_list(inner_class)
     for val in arg_value:
@@ -75,7 +75,7 @@ def check_isinstance(
 
 
 def check_int_range(kind: str, arg_name: str, arg_value: Any) -> None:
-    """``arg_value`` must be an int (``TypeError``) inside the range of the C type ``kind`` (``ValueError``)."""
+    """An int (else ``TypeError``) inside the range of the C type ``kind`` (else ``ValueError``)."""
     check_isinstance(arg_name, arg_value, [int], allow_none=False)
     low, high = _RANGES[kind]
     if arg_value < low or arg_value > high:
@@ -129,4 +129,3 @@ def check_positive_or_set_default(arg_name: str, arg_value: Any, default: int = 
     if arg_value < 0:
         raise ValueError(f"{arg_name}'s value:{arg_value} is invalid, should be >= 0")
     return int(arg_value)
-
