@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Union
 
-from datadist_sim.llm_datadist.status import LLMStatusCode
+from datadist_sim._status import LLMStatusCode
 
 Retryable = Literal["yes", "no", "n.a."]
 

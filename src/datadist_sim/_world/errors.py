@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datadist_sim.llm_datadist.status import LLMStatusCode
+from datadist_sim._status import LLMStatusCode
 
 
 class SimError(Exception):

@@ -1,0 +1,69 @@
+"""One simulated LLM-DataDist process: its identity, role, listeners and the links it holds."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Dict, List, Optional, Tuple
+
+Endpoint = Tuple[str, int]
+
+
+class Mode(Enum):
+    """Which engine the instance runs: v1 (KvCacheManager) or v2 (CacheManager)."""
+
+    KV_CACHE_MANAGER = "v1"
+    CACHE_MANAGER = "v2"
+
+
+class Role(Enum):
+    """Engine role strings, as ``llm.Role`` carries them."""
+
+    PROMPT = "Prompt"
+    DECODER = "Decoder"
+    MIX = "Mix"
+
+
+@dataclass
+class PeerLink:
+    """This side's record of a link. A link is healthy when both ends hold a record of each other."""
+
+    remote_id: int
+    is_client: bool
+    since: float
+    via_comm: Optional[int] = None
+
+
+@dataclass
+class NodeSettings:
+    """Engine options the world acts on, parsed once at ``init``."""
+
+    device_ids: List[int] = field(default_factory=lambda: [0])
+    sync_kv_timeout_ms: int = 1000
+    enable_switch_role: bool = False
+    remote_cache_accessible: bool = False
+    link_total_time_s: int = 0
+    link_retry_count: int = 1
+    options: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterNode:
+    """The world's state of one initialised instance (a simulated OS process)."""
+
+    cluster_id: int
+    role: Role
+    mode: Mode
+    settings: NodeSettings
+    listeners: List[Endpoint] = field(default_factory=list)
+    peers: Dict[int, PeerLink] = field(default_factory=dict)
+    alive: bool = True
+    link_mutex: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def device_num(self) -> int:
+        return len(self.settings.device_ids)
+
+    def describe(self) -> str:
+        return f"cluster {self.cluster_id} ({self.role.value}, {self.mode.value})"

@@ -1,0 +1,157 @@
+"""Rank-table communicators: ``link`` / ``unlink`` / ``query_register_mem_status`` (CacheManager mode).
+
+Every member calls ``link`` with the same ``comm_name``, ``cluster_rank_info`` and rank table. The
+communicator is PREPARING until all members have joined and ``comm_setup_s`` has passed, then OK, and
+the members are linked for transfers. A member that never comes, or members that disagree on the rank
+information, leave it FAILED.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Dict, Optional
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.cluster import ClusterNode, PeerLink
+from datadist_sim._world.errors import SimError
+
+if TYPE_CHECKING:
+    from datadist_sim._world.world import SimWorld
+
+
+class CommStatus(Enum):
+    OK = 0
+    PREPARING = 1
+    FAILED = 2
+
+
+@dataclass
+class _Member:
+    comm_id: int
+    joined_at: float
+    rank_info: Dict[int, int]
+    rank_table: str
+
+
+@dataclass
+class Communicator:
+    """One named communicator and who has joined it so far."""
+
+    name: str
+    expected: Dict[int, int]
+    members: Dict[int, _Member] = field(default_factory=dict)
+    consistent: bool = True
+    ready_at: Optional[float] = None
+
+    def status(self, cluster_id: int, now: float, deadline_s: float) -> CommStatus:
+        if not self.consistent:
+            return CommStatus.FAILED
+        if self.ready_at is not None:
+            return CommStatus.OK if now >= self.ready_at else CommStatus.PREPARING
+        joined = self.members[cluster_id].joined_at
+        return CommStatus.FAILED if now >= joined + deadline_s else CommStatus.PREPARING
+
+
+class CommRegistry:
+    """All communicators of one world, with per-instance comm ids counted from 1."""
+
+    def __init__(self, world: SimWorld) -> None:
+        self._world = world
+        self._by_name: Dict[str, Communicator] = {}
+        self._by_id: Dict[int, Dict[int, str]] = {}
+        self._next_id: Dict[int, int] = {}
+
+    def link(self, node: ClusterNode, name: str, rank_info: Dict[int, int], rank_table: str) -> int:
+        """Join (or open) communicator ``name``; returns this instance's comm id."""
+        world, own = self._world, node.cluster_id
+        if own not in rank_info:
+            raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"cluster_id {own} is not in cluster_rank_info")
+        _check_rank_table(rank_table)
+        with world.lock:
+            if sum(len(ids) for ids in self._by_id.values()) >= world.config.max_links:
+                raise SimError(LLMStatusCode.LLM_PARAM_INVALID, "Link num is over limit:512.")
+            comm = self._by_name.setdefault(name, Communicator(name, dict(rank_info)))
+            if own in comm.members:
+                raise SimError(LLMStatusCode.LLM_ALREADY_LINK, f"comm {name} is already linked")
+            comm_id = self._next_id.get(own, 1)
+            self._next_id[own] = comm_id + 1
+            comm.members[own] = _Member(comm_id, world.now(), dict(rank_info), rank_table)
+            self._by_id.setdefault(own, {})[comm_id] = name
+            self._settle(comm)
+        world.record(own, "link", "LLM_SUCCESS", f"comm {name} id {comm_id}")
+        return comm_id
+
+    def _settle(self, comm: Communicator) -> None:
+        """Once everyone has joined: check agreement, then schedule OK and link the members."""
+        first = next(iter(comm.members.values()))
+        if any(
+            m.rank_info != comm.expected or m.rank_table != first.rank_table for m in comm.members.values()
+        ):
+            comm.consistent = False
+            return
+        if set(comm.members) != set(comm.expected) or comm.ready_at is not None:
+            return
+        comm.ready_at = max(m.joined_at for m in comm.members.values()) + self._world.config.comm_setup_s
+        ids = sorted(comm.members)
+        for own in ids:
+            node = self._world.node(own)
+            for other in ids:
+                if node is not None and other != own:
+                    node.peers[other] = PeerLink(
+                        other, is_client=own < other, since=comm.ready_at, via_comm=comm.members[own].comm_id
+                    )
+
+    def query(self, node: ClusterNode, comm_id: int) -> CommStatus:
+        """The communicator's status; a poll while PREPARING lets the time until its next change pass."""
+        world = self._world
+        with world.lock:
+            comm = self._lookup(node, comm_id)
+            deadline = self._deadline(node)
+            status = comm.status(node.cluster_id, world.now(), deadline)
+            if status is CommStatus.PREPARING:
+                if comm.ready_at is not None:
+                    world.clock.advance_to(comm.ready_at)
+                else:
+                    world.elapse(world.config.poll_interval_s)
+        return status
+
+    def unlink(self, node: ClusterNode, comm_id: int) -> None:
+        """Leave the communicator and drop the links it made for this instance."""
+        with self._world.lock:
+            comm = self._lookup(node, comm_id)
+            self._by_id[node.cluster_id].pop(comm_id)
+            comm.members.pop(node.cluster_id, None)
+            for remote, peer in list(node.peers.items()):
+                if peer.via_comm == comm_id:
+                    del node.peers[remote]
+            if not comm.members:
+                del self._by_name[comm.name]
+        self._world.record(node.cluster_id, "unlink", "LLM_SUCCESS", f"comm id {comm_id}")
+
+    def forget(self, node: ClusterNode) -> None:
+        """Finalize: the instance leaves every communicator it was in."""
+        for comm_id in list(self._by_id.get(node.cluster_id, {})):
+            self.unlink(node, comm_id)
+        self._next_id.pop(node.cluster_id, None)
+
+    def _lookup(self, node: ClusterNode, comm_id: int) -> Communicator:
+        name = self._by_id.get(node.cluster_id, {}).get(comm_id)
+        if name is None:
+            raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"Comm:{comm_id} is not yet link.")
+        return self._by_name[name]
+
+    def _deadline(self, node: ClusterNode) -> float:
+        total = node.settings.link_total_time_s
+        return float(total) if total > 0 else self._world.config.hccl_connect_timeout_s
+
+
+def _check_rank_table(rank_table: str) -> None:
+    """HCCL needs a parsable rank table with a known version; anything else fails the communicator."""
+    try:
+        table = json.loads(rank_table)
+    except ValueError as exc:
+        raise SimError(LLMStatusCode.LLM_LINK_FAILED, f"rank_table is not valid JSON: {exc}") from None
+    if not isinstance(table, dict) or str(table.get("version")) not in ("1.0", "1.2"):
+        raise SimError(LLMStatusCode.LLM_LINK_FAILED, 'rank_table needs "version" "1.0" or "1.2"')

@@ -1,0 +1,236 @@
+"""link_clusters / unlink_clusters in both engines, returning codes as the real engines do.
+
+v1 (KvCacheManager, GE ``LinkManager``): only the Decoder links; one link operation at a time per
+instance (``LLM_PROCESSING_LINK``); inputs checked, then at most 16 clusters per call; clusters that
+failed are rolled back and the overall code becomes ``LLM_LINK_FAILED``.
+v2 (CacheManager, hixl ``LLMLinkManager``): any role links, the caller is the client and whoever
+listens is the server; clusters are linked in parallel; the overall code is the last failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, List, Optional, Tuple
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role
+
+if TYPE_CHECKING:
+    from datadist_sim._world.world import SimWorld
+
+S = LLMStatusCode
+Outcome = Tuple[LLMStatusCode, float]
+_ROLLED_BACK = (S.LLM_LINK_FAILED, S.LLM_WAIT_PROCESS_TIMEOUT, S.LLM_NOTIFY_PROMPT_UNLINK_FAILED)
+
+
+@dataclass(frozen=True)
+class LinkRequest:
+    """One ``LLMClusterInfo`` as the engine sees it: the peer's id and the endpoints on both sides."""
+
+    remote_cluster_id: int
+    local: Tuple[Endpoint, ...]
+    remote: Tuple[Endpoint, ...]
+
+
+def link_clusters(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_ms: int
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    """Link ``node`` (the client) to each requested server. Never raises engine errors."""
+    if node.mode is Mode.KV_CACHE_MANAGER:
+        return _v1_link(world, node, requests, timeout_ms / 1000.0)
+    return _v2_link(world, node, requests, timeout_ms / 1000.0)
+
+
+def unlink_clusters(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_ms: int, force: bool
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    """Tear links down: both ends normally, only this end with ``force``. Never raises engine errors."""
+    if node.mode is Mode.KV_CACHE_MANAGER:
+        return _v1_unlink(world, node, requests, timeout_ms / 1000.0, force)
+    return _v2_unlink(world, node, requests, timeout_ms / 1000.0, force)
+
+
+# -- v1 ----------------------------------------------------------------------------------------
+
+
+def _v1_check(world: SimWorld, node: ClusterNode, requests: List[LinkRequest]) -> LLMStatusCode:
+    """GE ``CheckClusterInfo`` then the per-call cluster limit, in that order."""
+    if not requests:
+        return S.LLM_PARAM_INVALID
+    first_local = requests[0].local
+    for req in requests:
+        if not req.local or not req.remote or len(req.local) != len(req.remote):
+            return S.LLM_PARAM_INVALID
+        if len(req.local) != node.device_num or req.local != first_local:
+            return S.LLM_PARAM_INVALID
+    if len(requests) > world.config.max_clusters_per_call:
+        return S.LLM_CLUSTER_NUM_EXCEED_LIMIT
+    return S.LLM_SUCCESS
+
+
+def _v1_link(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    if node.role is not Role.DECODER:
+        return _finish(world, node, "link_clusters", S.LLM_PARAM_INVALID, [], 0.0)
+    if not node.link_mutex.acquire(blocking=False):
+        return _finish(world, node, "link_clusters", S.LLM_PROCESSING_LINK, [], 0.0)
+    try:
+        check = _v1_check(world, node, requests)
+        if check is not S.LLM_SUCCESS:
+            return _finish(world, node, "link_clusters", check, [], 0.0)
+        outcomes = [_connect(world, node, req, timeout_s, S.LLM_WAIT_PROCESS_TIMEOUT) for req in requests]
+    finally:
+        node.link_mutex.release()
+    rets = [code for code, _ in outcomes]
+    overall = S.LLM_LINK_FAILED if any(code in _ROLLED_BACK for code in rets) else S.LLM_SUCCESS
+    return _finish(world, node, "link_clusters", overall, rets, max(t for _, t in outcomes))
+
+
+def _v1_unlink(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float, force: bool
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    if not node.link_mutex.acquire(blocking=False):
+        return _finish(world, node, "unlink_clusters", S.LLM_PROCESSING_LINK, [], 0.0)
+    try:
+        check = _v1_check(world, node, requests)
+        if check is not S.LLM_SUCCESS:
+            return _finish(world, node, "unlink_clusters", check, [], 0.0)
+        outcomes = [_v1_disconnect(world, node, req, timeout_s, force) for req in requests]
+    finally:
+        node.link_mutex.release()
+    rets = [code for code, _ in outcomes]
+    tolerated = (S.LLM_SUCCESS, S.LLM_NOT_YET_LINK)
+    overall = S.LLM_SUCCESS if all(code in tolerated for code in rets) else S.LLM_UNLINK_FAILED
+    return _finish(world, node, "unlink_clusters", overall, rets, max(t for _, t in outcomes))
+
+
+def _v1_disconnect(
+    world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float, force: bool
+) -> Outcome:
+    """Drop this end; without ``force`` also tell the peer, whose end stays if it cannot be told."""
+    rtt = world.config.message_rtt_s
+    with world.lock:
+        if node.peers.pop(req.remote_cluster_id, None) is None:
+            return S.LLM_NOT_YET_LINK, rtt
+        if force:
+            return S.LLM_SUCCESS, rtt
+        peer = world.node(req.remote_cluster_id)
+    if peer is None or not peer.alive or not world.wait_if_paused(peer.cluster_id):
+        return S.LLM_NOTIFY_PROMPT_UNLINK_FAILED, timeout_s
+    with world.lock:
+        peer.peers.pop(node.cluster_id, None)
+    return S.LLM_SUCCESS, rtt
+
+
+# -- v2 ----------------------------------------------------------------------------------------
+
+
+def _v2_link(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    if not requests:
+        return _finish(world, node, "link_clusters", S.LLM_PARAM_INVALID, [], 0.0)
+    if world.config.v2_cluster_limit and len(requests) > world.config.max_clusters_per_call:
+        return _finish(world, node, "link_clusters", S.LLM_CLUSTER_NUM_EXCEED_LIMIT, [], 0.0)
+    outcomes = [_v2_connect(world, node, req, timeout_s) for req in requests]
+    return _finish_v2(world, node, "link_clusters", outcomes)
+
+
+def _v2_connect(world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float) -> Outcome:
+    if len(req.remote) != 1:
+        return S.LLM_PARAM_INVALID, 0.0
+    if not node.settings.options.get("llm.LocalCommRes") and len(req.local) != 1:
+        return S.LLM_PARAM_INVALID, 0.0
+    return _connect(world, node, req, timeout_s, S.LLM_TIMEOUT)
+
+
+def _v2_unlink(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float, force: bool
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    if not requests:
+        return _finish(world, node, "unlink_clusters", S.LLM_PARAM_INVALID, [], 0.0)
+    if world.config.v2_cluster_limit and len(requests) > world.config.max_clusters_per_call:
+        return _finish(world, node, "unlink_clusters", S.LLM_CLUSTER_NUM_EXCEED_LIMIT, [], 0.0)
+    outcomes = [_v2_disconnect(world, node, req, timeout_s, force) for req in requests]
+    return _finish_v2(world, node, "unlink_clusters", outcomes)
+
+
+def _v2_disconnect(
+    world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float, force: bool
+) -> Outcome:
+    """Force destroys only the local entity (idempotent); otherwise the server must be reachable."""
+    rtt = world.config.message_rtt_s
+    if force:
+        with world.lock:
+            node.peers.pop(req.remote_cluster_id, None)
+        return S.LLM_SUCCESS, 0.0
+    if len(req.remote) != 1:
+        return S.LLM_PARAM_INVALID, 0.0
+    server = world.listener_at(req.remote[0])
+    if server is None or not world.wait_if_paused(server.cluster_id):
+        return S.LLM_UNLINK_FAILED, timeout_s
+    with world.lock:
+        server.peers.pop(node.cluster_id, None)
+        node.peers.pop(req.remote_cluster_id, None)
+    return S.LLM_SUCCESS, rtt
+
+
+def _finish_v2(
+    world: SimWorld, node: ClusterNode, op: str, outcomes: List[Outcome]
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    rets = [code for code, _ in outcomes]
+    overall = S.LLM_SUCCESS
+    for code in rets:
+        overall = code if code is not S.LLM_SUCCESS else overall
+    return _finish(world, node, op, overall, rets, max(t for _, t in outcomes))
+
+
+# -- shared ------------------------------------------------------------------------------------
+
+
+def _connect(
+    world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float, timeout_code: LLMStatusCode
+) -> Outcome:
+    """Connect to the server at the remote endpoints and set the link up within ``timeout_s``."""
+    cfg = world.config
+    server = _server_for(world, req.remote)
+    if server is None:
+        return S.LLM_LINK_FAILED, timeout_s
+    if server.cluster_id != req.remote_cluster_id or server.mode is not node.mode:
+        return S.LLM_LINK_FAILED, cfg.message_rtt_s
+    if node.mode is Mode.KV_CACHE_MANAGER and server.role is not Role.PROMPT:
+        return S.LLM_LINK_FAILED, cfg.message_rtt_s
+    if not world.wait_if_paused(server.cluster_id) or cfg.link_setup_s > timeout_s:
+        return timeout_code, timeout_s
+    with world.lock:
+        if req.remote_cluster_id in node.peers:
+            return S.LLM_ALREADY_LINK, cfg.message_rtt_s
+        if len(node.peers) >= cfg.max_links or len(server.peers) >= cfg.max_links:
+            return S.LLM_PARAM_INVALID, cfg.message_rtt_s
+        now = world.now()
+        node.peers[server.cluster_id] = PeerLink(server.cluster_id, is_client=True, since=now)
+        server.peers[node.cluster_id] = PeerLink(node.cluster_id, is_client=False, since=now)
+    return S.LLM_SUCCESS, cfg.link_setup_s
+
+
+def _server_for(world: SimWorld, endpoints: Tuple[Endpoint, ...]) -> Optional[ClusterNode]:
+    """The one live instance listening on every endpoint (one per device), or None."""
+    found = {world.listener_at(ep) for ep in endpoints}
+    if len(found) != 1:
+        return None
+    server = found.pop()
+    return server if server is not None and server.alive else None
+
+
+def _finish(
+    world: SimWorld,
+    node: ClusterNode,
+    op: str,
+    overall: LLMStatusCode,
+    rets: List[LLMStatusCode],
+    elapsed: float,
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    world.elapse(elapsed)
+    world.record(node.cluster_id, op, overall.name, ",".join(code.name for code in rets))
+    return overall, rets

@@ -1,0 +1,224 @@
+"""SimWorld: the whole simulated fabric — clusters, listen endpoints, links, the clock, the seed."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.clock import Clock, VirtualClock
+from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSettings, Role
+from datadist_sim._world.comms import CommRegistry
+from datadist_sim._world.errors import SimError
+from datadist_sim._world.trace import Trace, TraceEvent
+
+WILDCARD_IP = "0.0.0.0"
+
+
+@dataclass
+class SimConfig:
+    """Modelled durations and limits. Fidelity switches name the source they follow."""
+
+    link_setup_s: float = 0.05
+    """Simulated time to set one link up (links of one call are set up in parallel)."""
+    message_rtt_s: float = 0.0005
+    """One control-message round trip (unlink notices, handshakes that fail fast)."""
+    comm_setup_s: float = 0.5
+    """Time for a rank-table communicator (``link``) to reach OK once every member has joined."""
+    poll_interval_s: float = 1.0
+    """How far one PREPARING poll moves time while a member is still missing (a client's poll gap)."""
+    hccl_connect_timeout_s: float = 120.0
+    """``link_total_time = 0`` means HCCL_CONNECT_TIMEOUT, 120 s by default."""
+    max_links: int = 512
+    max_clusters_per_call: int = 16
+    v2_cluster_limit: bool = False
+    """The docs give the 16-clusters-per-call limit for CacheManager mode too; the hixl code has none.
+    Default follows the code; True follows the docs."""
+    one_instance_per_process: bool = False
+    """Enforce the real rule of one initialised LLMDataDist per process across this whole world."""
+    pause_wall_limit_s: float = 5.0
+    """Longest wall time a call waits on a paused peer before it counts as unanswered."""
+
+
+class SimWorld:
+    """Every simulated cluster, listener and link, with one clock and one seed.
+
+    Each initialised ``LLMDataDist`` is its own simulated process, so Prompt and Decode live side by
+    side in one Python process. Bookkeeping is guarded by one lock; nothing here parses the Python API.
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        clock: Optional[Clock] = None,
+        config: Optional[SimConfig] = None,
+        trace_size: int = 10_000,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.clock: Clock = clock if clock is not None else VirtualClock()
+        self.config = config if config is not None else SimConfig()
+        self.trace = Trace(trace_size)
+        self.lock = threading.RLock()
+        self._nodes: Dict[int, ClusterNode] = {}
+        self._listeners: Dict[Endpoint, int] = {}
+        self._paused: Dict[int, threading.Event] = {}
+        self.comms = CommRegistry(self)
+
+    # -- clusters -------------------------------------------------------------------------------
+
+    def add_node(
+        self, cluster_id: int, role: Role, mode: Mode, settings: NodeSettings, listen: List[Endpoint]
+    ) -> ClusterNode:
+        """Bring up an initialised instance and open its listeners; all or nothing."""
+        with self.lock:
+            if self.config.one_instance_per_process and self._nodes:
+                raise SimError(LLMStatusCode.LLM_FAILED, "Cannot init multiple LLMDataDists")
+            if cluster_id in self._nodes:
+                raise SimError(
+                    LLMStatusCode.LLM_PARAM_INVALID,
+                    f"cluster_id {cluster_id} is already initialised in this world",
+                )
+            node = ClusterNode(cluster_id, role, mode, settings)
+            self._open_listeners(node, listen)
+            self._nodes[cluster_id] = node
+            self.record(cluster_id, "init", "LLM_SUCCESS", f"{role.value} {mode.value}")
+            return node
+
+    def remove_node(self, node: ClusterNode) -> None:
+        """Finalize: close listeners and drop this side of every link. Peers keep theirs, now dead."""
+        with self.lock:
+            self.comms.forget(node)
+            self.close_listeners(node)
+            node.peers.clear()
+            node.alive = False
+            self._nodes.pop(node.cluster_id, None)
+            self.record(node.cluster_id, "finalize", "LLM_SUCCESS")
+
+    def node(self, cluster_id: int) -> Optional[ClusterNode]:
+        """The live instance with this id, if any."""
+        return self._nodes.get(cluster_id)
+
+    @property
+    def nodes(self) -> Tuple[ClusterNode, ...]:
+        return tuple(self._nodes.values())
+
+    # -- listeners ------------------------------------------------------------------------------
+
+    def _open_listeners(self, node: ClusterNode, endpoints: List[Endpoint]) -> None:
+        busy = [ep for ep in endpoints if ep in self._listeners]
+        if busy or len(set(endpoints)) != len(endpoints):
+            shown = busy[0] if busy else endpoints[0]
+            raise SimError(
+                LLMStatusCode.LLM_FAILED, f"listen endpoint {shown[0]}:{shown[1]} is already in use"
+            )
+        for ep in endpoints:
+            self._listeners[ep] = node.cluster_id
+        node.listeners = list(endpoints)
+
+    def open_listeners(self, node: ClusterNode, endpoints: List[Endpoint]) -> None:
+        with self.lock:
+            self._open_listeners(node, endpoints)
+
+    def close_listeners(self, node: ClusterNode) -> None:
+        with self.lock:
+            for ep in node.listeners:
+                self._listeners.pop(ep, None)
+            node.listeners = []
+
+    def listener_at(self, endpoint: Endpoint) -> Optional[ClusterNode]:
+        """Who accepts a connection to ``endpoint``: an exact listener, else one on 0.0.0.0 at that port."""
+        cluster_id = self._listeners.get(endpoint)
+        if cluster_id is None:
+            cluster_id = self._listeners.get((WILDCARD_IP, endpoint[1]))
+        return None if cluster_id is None else self._nodes.get(cluster_id)
+
+    @property
+    def listeners(self) -> Dict[Endpoint, int]:
+        return dict(self._listeners)
+
+    def switch_role(self, node: ClusterNode, role: Role, listen: Optional[List[Endpoint]]) -> None:
+        """Change role once no link remains; ``listen`` (None: stop listening) replaces the listeners.
+
+        v1 also needs ``enable_switch_role`` and a single device (``LLM_FEATURE_NOT_ENABLED``).
+        """
+        with self.lock:
+            if node.mode is Mode.KV_CACHE_MANAGER:
+                if not node.settings.enable_switch_role:
+                    raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "enable_switch_role is not set")
+                if node.device_num > 1:
+                    raise SimError(
+                        LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "switch_role supports a single device only"
+                    )
+            if node.peers:
+                raise SimError(
+                    LLMStatusCode.LLM_EXIST_LINK, f"{len(node.peers)} link(s) remain: {sorted(node.peers)}"
+                )
+            wanted = listen or []
+            if wanted != node.listeners:
+                old = node.listeners
+                self.close_listeners(node)
+                try:
+                    self._open_listeners(node, wanted)
+                except SimError:
+                    self._open_listeners(node, old)
+                    raise
+            node.role = role
+            self.record(node.cluster_id, "switch_role", "LLM_SUCCESS", role.value)
+
+    # -- links ----------------------------------------------------------------------------------
+
+    def links(self) -> List[Tuple[int, int]]:
+        """Every link end as ``(holder, remote)``; a healthy link appears from both sides."""
+        with self.lock:
+            return sorted((n.cluster_id, r) for n in self._nodes.values() for r in n.peers)
+
+    def is_linked(self, a: int, b: int) -> bool:
+        """Both ends hold the link."""
+        na, nb = self._nodes.get(a), self._nodes.get(b)
+        return na is not None and nb is not None and b in na.peers and a in nb.peers
+
+    # -- peers that do not answer ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def pause(self, cluster_id: int) -> Iterator[None]:
+        """Hold every handshake to ``cluster_id`` until the block exits (a peer that is slow to answer).
+
+        A call that waits longer than ``config.pause_wall_limit_s`` of wall time counts as unanswered.
+        """
+        gate = threading.Event()
+        with self.lock:
+            self._paused[cluster_id] = gate
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._paused.pop(cluster_id, None)
+            gate.set()
+
+    def wait_if_paused(self, cluster_id: int) -> bool:
+        """Block while ``cluster_id`` is paused; False if it never answered in time."""
+        gate = self._paused.get(cluster_id)
+        if gate is None:
+            return True
+        return gate.wait(self.config.pause_wall_limit_s)
+
+    # -- time and trace -------------------------------------------------------------------------
+
+    def elapse(self, seconds: float) -> None:
+        """Let simulated time pass (instantly under the virtual clock)."""
+        if seconds > 0:
+            self.clock.sleep(seconds)
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def record(self, cluster_id: Optional[int], op: str, outcome: str, detail: str = "") -> None:
+        self.trace.record(TraceEvent(self.clock.now(), cluster_id, op, outcome, detail))
+
+    def __repr__(self) -> str:
+        return f"SimWorld(seed={self.seed}, clusters={sorted(self._nodes)}, clock={self.clock!r})"
