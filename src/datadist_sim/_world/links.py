@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role
+from datadist_sim._world.errors import SimError
 
 if TYPE_CHECKING:
     from datadist_sim._world.world import SimWorld
@@ -234,3 +235,18 @@ def _finish(
     world.elapse(elapsed)
     world.record(node.cluster_id, op, overall.name, ",".join(code.name for code in rets))
     return overall, rets
+
+
+def check_link_status(world: SimWorld, node: ClusterNode, remote_cluster_id: int) -> None:
+    """v1 heartbeat over the link: Decoder only; no link -> NOT_YET_LINK; a silent peer times out."""
+    if node.role is not Role.DECODER:
+        raise SimError(S.LLM_PARAM_INVALID, f"check_link_status is not supported by {node.role.value}")
+    if remote_cluster_id not in node.peers:
+        raise SimError(S.LLM_NOT_YET_LINK, f"cluster {remote_cluster_id} is not linked")
+    peer = world.node(remote_cluster_id)
+    answered = peer is not None and node.cluster_id in peer.peers and world.wait_if_paused(remote_cluster_id)
+    if not answered:
+        world.elapse(node.settings.sync_kv_timeout_ms / 1000.0)
+        world.record(node.cluster_id, "check_link_status", S.LLM_WAIT_PROCESS_TIMEOUT.name)
+        raise SimError(S.LLM_WAIT_PROCESS_TIMEOUT, f"cluster {remote_cluster_id} did not answer")
+    world.elapse(world.config.message_rtt_s)
