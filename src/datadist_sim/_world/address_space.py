@@ -1,0 +1,352 @@
+"""The bytes behind addresses: simulated device/host memory, and raw pointers into this very process.
+
+Two kinds of address reach a transfer:
+
+- **Simulated addresses**, handed out by pools made here. Every pool gets its own region starting at
+  ``SIM_VA_BASE + k * SIM_REGION_SIZE`` (``k`` counts pools, never reused, so a stale address can never
+  alias newer memory). ``SIM_VA_BASE = 2**60`` lies above every user-space mapping Linux can create
+  (47-bit, or 56-bit with 5-level paging, on x86-64; 48/52-bit on AArch64) and below ``2**63``, so these
+  addresses fit an int64, never collide with a real pointer, and the range alone tells the two kinds
+  apart. Regions are 1 TiB-aligned (hence 2 MiB-aligned); the alignment of each tensor inside is the
+  pool's choice (page size by default, as in the engine; ``HUGE_PAGE`` for memory that stands in for a
+  client's own device tensors, which HCCS wants 2 MiB-aligned). Regions are per pool, not per device
+  index: every simulated process usually runs on "device 0".
+- **Raw pointers** (``tensor.data_ptr()`` of a CPU tensor, ``arr.ctypes.data``): read and written in place,
+  but only once ``/proc/self/maps`` shows the whole range mapped with the needed permissions. Anything
+  else (``0x10``, an invented NPU address, a non-Linux host) is metadata only: touching its bytes raises
+  ``SimError(LLM_PARAM_INVALID)`` (inferred: the real engine would fail in HCCL or the runtime, which the
+  API reports as a parameter/registration problem), never a crash.
+
+Backing is one lazily-zeroed numpy buffer per allocation (``np.zeros`` maps pages on first touch), so
+memory grows with what is allocated and written, not with the declared pool size. With
+``backed=False`` (metadata-only mode) no bytes exist: transfers validate simulated ranges and poison,
+then move nothing, and ``view`` raises ``SimError(LLM_FEATURE_NOT_ENABLED)``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from bisect import bisect_right
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.errors import SimError
+from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
+
+SIM_VA_BASE = 1 << 60
+SIM_VA_LIMIT = 1 << 63
+SIM_REGION_SIZE = 1 << 40
+HUGE_PAGE = 2 << 20
+
+Bytes = npt.NDArray[np.uint8]
+_INVALID = LLMStatusCode.LLM_PARAM_INVALID
+
+
+def is_simulated(address: int) -> bool:
+    """Whether ``address`` belongs to the simulator's address range (as opposed to a raw pointer)."""
+    return SIM_VA_BASE <= address < SIM_VA_LIMIT
+
+
+class ProcessMemory:
+    """Vouches for raw pointers of this process by reading ``/proc/self/maps``.
+
+    The parse is cached and re-read on a miss (mappings change). A hit is re-checked cheaply by reading
+    the range's first and last byte through ``/proc/self/mem``, which fails with ``EIO`` instead of
+    faulting, so memory unmapped since the parse is caught (where ``/proc/self/mem`` is denied, every
+    check re-reads the maps instead). What is *not* caught: a mapping whose
+    permissions changed since the parse, a hole punched in the middle of a range, or a file mapping past
+    its file's end; clients register their own live arrays, where none of these happen.
+    """
+
+    _SKIP_NAMES = ("[vvar", "[vsyscall]")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._maps: list[tuple[int, int, bool, bool]] = []  # (start, end, readable, writable)
+        self._starts: list[int] = []
+        self._mem_fd: Optional[int] = None
+        self._pid = 0  # the process _mem_fd belongs to: after a fork it reads the parent's memory
+        self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
+
+    def refresh(self) -> None:
+        """Re-read ``/proc/self/maps``."""
+        maps: list[tuple[int, int, bool, bool]] = []
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                fields = line.split(None, 5)
+                name = fields[5].strip() if len(fields) > 5 else ""
+                if name.startswith(self._SKIP_NAMES) or (
+                    name.startswith("/dev/") and not name.startswith(("/dev/shm/", "/dev/zero"))
+                ):
+                    continue
+                low, high = fields[0].split("-")
+                maps.append((int(low, 16), int(high, 16), fields[1][0] == "r", fields[1][1] == "w"))
+        with self._lock:
+            self._maps = maps
+            self._starts = [entry[0] for entry in maps]
+
+    def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
+        """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
+        if not self.supported or address <= 0 or nbytes <= 0:
+            return False
+        probe = self._probe(address, nbytes)
+        if probe is not None and probe and self._covered(address, nbytes, writable):
+            return True
+        self.refresh()  # a miss, a failed probe, or no probe at all: ask the kernel again
+        return probe is not False and self._covered(address, nbytes, writable)
+
+    def _covered(self, address: int, nbytes: int, writable: bool) -> bool:
+        with self._lock:
+            maps, index = self._maps, bisect_right(self._starts, address) - 1
+        cursor, end = address, address + nbytes
+        while 0 <= index < len(maps):
+            start, stop, readable, can_write = maps[index]
+            if not start <= cursor < stop or not readable or (writable and not can_write):
+                return False
+            if end <= stop:
+                return True
+            cursor, index = stop, index + 1
+        return False
+
+    def _probe(self, address: int, nbytes: int) -> Optional[bool]:
+        """Whether the range's first and last bytes are mapped; ``None`` if ``/proc/self/mem`` is denied."""
+        fd = self._memory_fd()
+        if fd is None:
+            return None
+        try:
+            return all(len(os.pread(fd, 1, where)) == 1 for where in {address, address + nbytes - 1})
+        except (OSError, OverflowError):
+            return False
+
+    def _memory_fd(self) -> Optional[int]:
+        with self._lock:
+            if self._pid != os.getpid():
+                if self._mem_fd is not None:
+                    os.close(self._mem_fd)  # inherited across fork: it would read the parent
+                self._pid = os.getpid()
+                try:
+                    self._mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:  # some sandboxes deny it: then every check re-reads the maps
+                    self._mem_fd = None
+            return self._mem_fd
+
+
+PROCESS_MEMORY = ProcessMemory()
+"""The process's one view of its own mappings, shared by every address space (it holds one fd)."""
+
+
+def raw_view(address: int, nbytes: int, *, writable: bool) -> Bytes:
+    """A uint8 view of process memory at ``address``, with no check at all: call only once vouched for."""
+    array: Bytes = np.frombuffer(memoryview((ctypes.c_ubyte * nbytes).from_address(address)), dtype=np.uint8)
+    if not writable:
+        array.flags.writeable = False
+    return array
+
+
+class AddressSpace:
+    """The world's memory: pools carved from simulated regions, their backing, raw pointers, poison.
+
+    Thread-safe: the allocation index is guarded by a lock; byte copies run outside it (views keep their
+    buffers alive, so a concurrent free cannot pull memory from under a copy of simulated memory).
+    """
+
+    def __init__(self, *, backed: bool = True, process_memory: Optional[ProcessMemory] = None) -> None:
+        self.backed = backed
+        self.process_memory = process_memory if process_memory is not None else PROCESS_MEMORY
+        self._lock = threading.Lock()
+        self._next_base = SIM_VA_BASE
+        self._starts: list[int] = []
+        self._sizes: dict[int, int] = {}
+        self._buffers: dict[int, Bytes] = {}
+        self._poison: list[tuple[int, int]] = []
+
+    # -- pools and the allocation index --------------------------------------------------------------
+
+    def create_pool(
+        self,
+        memory_size: int,
+        *,
+        oom_code: LLMStatusCode,
+        page_shift: int = DEFAULT_PAGE_SHIFT,
+        alignment: Optional[int] = None,
+        name: str = "pool",
+    ) -> MemoryPool:
+        """A pool in a fresh region of simulated addresses, whose allocations this space backs."""
+        with self._lock:
+            base = self._next_base
+            span = max(memory_size, 1)
+            self._next_base = base + -(-span // SIM_REGION_SIZE) * SIM_REGION_SIZE
+            if self._next_base > SIM_VA_LIMIT:
+                raise SimError(LLMStatusCode.LLM_OUT_OF_MEMORY, "simulated address space exhausted")
+        return MemoryPool(
+            memory_size,
+            oom_code=oom_code,
+            page_shift=page_shift,
+            base=base,
+            alignment=alignment,
+            name=name,
+            observer=self,
+        )
+
+    def on_allocate(self, address: int, nbytes: int) -> None:
+        buffer = np.zeros(nbytes, dtype=np.uint8) if self.backed else None
+        with self._lock:
+            index = bisect_right(self._starts, address)
+            self._starts.insert(index, address)
+            self._sizes[address] = nbytes
+            if buffer is not None:
+                self._buffers[address] = buffer
+
+    def on_free(self, address: int, nbytes: int) -> None:
+        with self._lock:
+            index = bisect_right(self._starts, address) - 1
+            if index >= 0 and self._starts[index] == address:
+                del self._starts[index]
+            self._sizes.pop(address, None)
+            self._buffers.pop(address, None)
+
+    def allocation_containing(self, address: int) -> Optional[tuple[int, int]]:
+        """``(start, reserved bytes)`` of the live simulated allocation holding ``address``, if any."""
+        with self._lock:
+            index = bisect_right(self._starts, address) - 1
+            if index < 0:
+                return None
+            start = self._starts[index]
+            size = self._sizes[start]
+        return (start, size) if address < start + size else None
+
+    @property
+    def backed_bytes(self) -> int:
+        """Bytes of backing buffers currently held (0 in metadata-only mode)."""
+        with self._lock:
+            return sum(buffer.nbytes for buffer in self._buffers.values())
+
+    # -- resolving addresses to bytes ------------------------------------------------------------------
+
+    def resolve(self, address: int, nbytes: int, *, writable: bool = False) -> Optional[Bytes]:
+        """Check ``[address, address + nbytes)`` and return its bytes, or ``None`` in metadata-only mode.
+
+        Raises ``SimError(LLM_DEVICE_MEM_ERROR)`` on a poisoned range and ``SimError(LLM_PARAM_INVALID)``
+        on anything it cannot vouch for; never touches memory before both checks pass.
+        """
+        if nbytes < 0:
+            raise SimError(_INVALID, f"negative transfer size {nbytes} at {address:#x}")
+        if self._poison:
+            self._check_poison(address, nbytes)
+        if is_simulated(address):
+            return self._resolve_simulated(address, nbytes)
+        if not self.backed:
+            return None
+        if nbytes == 0:
+            return np.empty(0, dtype=np.uint8)
+        if not self.process_memory.covers(address, nbytes, writable=writable):
+            access = "writable" if writable else "readable"
+            raise SimError(
+                _INVALID,
+                f"address {address:#x} (+{nbytes} B) is neither simulated memory nor {access} memory of "
+                "this process; the simulator cannot move its bytes (metadata-only address)",
+            )
+        return raw_view(address, nbytes, writable=writable)
+
+    def view(self, address: int, nbytes: int) -> Bytes:
+        """A writable uint8 view of ``nbytes`` at ``address`` (any offset inside a live allocation)."""
+        if not self.backed:
+            raise SimError(
+                LLMStatusCode.LLM_FEATURE_NOT_ENABLED,
+                "metadata-only address space: no bytes back any address",
+            )
+        array = self.resolve(address, nbytes, writable=True)
+        assert array is not None  # backed mode always yields bytes
+        return array
+
+    def _resolve_simulated(self, address: int, nbytes: int) -> Optional[Bytes]:
+        with self._lock:
+            index = bisect_right(self._starts, address) - 1
+            start = self._starts[index] if index >= 0 else -1
+            size = self._sizes.get(start, 0)
+            buffer = self._buffers.get(start)
+        if not start <= address < start + size:
+            raise SimError(
+                _INVALID, f"simulated address {address:#x} is not inside a live allocation (freed?)"
+            )
+        offset = address - start
+        if offset + nbytes > size:
+            raise SimError(
+                _INVALID,
+                f"range [{address:#x}, {address + nbytes:#x}) crosses the end of its allocation "
+                f"[{start:#x}, {start + size:#x})",
+            )
+        return None if buffer is None else buffer[offset : offset + nbytes]
+
+    # -- copies ----------------------------------------------------------------------------------------
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from ``src`` to ``dst``; nothing is written unless both ranges check out."""
+        self.copy_ranges(((dst, src, nbytes),))
+
+    def copy_ranges(self, ranges: Iterable[tuple[int, int, int]]) -> None:
+        """Copy each ``(dst, src, nbytes)`` in order, all or nothing.
+
+        Every range is resolved and validated before the first byte moves, so a failing transfer leaves
+        every destination exactly as it was. Ranges run in order, so a later source that overlaps an
+        earlier destination sees the new bytes, as successive device copies would.
+        """
+        plan = [
+            (self.resolve(dst, nbytes, writable=True), self.resolve(src, nbytes))
+            for dst, src, nbytes in ranges
+        ]
+        for target, source in plan:
+            if target is not None and source is not None:
+                np.copyto(target, source)
+
+    # -- poison (UCE fault injection) -------------------------------------------------------------------
+
+    def poison(self, address: int, nbytes: int) -> None:
+        """Mark a range as hit by an uncorrectable memory error: touching it raises LLM_DEVICE_MEM_ERROR."""
+        if nbytes <= 0:
+            raise ValueError(f"poisoned range must be non-empty, got {nbytes} B")
+        with self._lock:
+            self._poison = [*self._poison, (address, address + nbytes)]
+
+    def heal(self, address: Optional[int] = None, nbytes: int = 1) -> None:
+        """Drop poisoned ranges overlapping ``[address, address + nbytes)``, or all of them."""
+        with self._lock:
+            if address is None:
+                self._poison = []
+            else:
+                end = address + nbytes
+                self._poison = [(lo, hi) for lo, hi in self._poison if hi <= address or lo >= end]
+
+    @property
+    def poisoned(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of every poisoned range."""
+        return list(self._poison)
+
+    def _check_poison(self, address: int, nbytes: int) -> None:
+        end = address + nbytes
+        for low, high in self._poison:
+            if low < end and address < high:
+                raise SimError(
+                    LLMStatusCode.LLM_DEVICE_MEM_ERROR,
+                    f"uncorrectable memory error at {max(low, address):#x} "
+                    f"(poisoned range [{low:#x}, {high:#x}))",
+                )
+
+
+def tensor_views(
+    space: AddressSpace, addrs: Sequence[int], shape: Sequence[int], dtype: npt.DTypeLike
+) -> list[npt.NDArray[np.generic]]:
+    """Numpy views of a cache's tensors from their addresses (the simulator's ``create_npu_tensors``).
+
+    Each view aliases the backing bytes: writing into it is writing into the cache.
+    """
+    np_dtype = np.dtype(dtype)
+    dims = tuple(int(dim) for dim in shape)
+    nbytes = int(np.prod(dims, dtype=np.int64)) * np_dtype.itemsize
+    return [space.view(address, nbytes).view(np_dtype).reshape(dims) for address in addrs]
