@@ -460,9 +460,8 @@ def test_kv_cache_del_deallocates_a_live_cache() -> None:
     assert manager.freed == [7]
 
 
-@pytest.mark.parametrize("initialized", [False])
-def test_kv_cache_del_skips_an_uninitialized_manager(initialized: bool) -> None:
-    manager = FakeManager(initialized=initialized)
+def test_kv_cache_del_skips_an_uninitialized_manager() -> None:
+    manager = FakeManager(initialized=False)
     cache = KvCache(7, _host_desc(), [[1, 2]], manager)
     del cache
     assert manager.freed == []
