@@ -1,11 +1,11 @@
-"""init / finalize / mode selection / manager properties (reference §5.1–5.3, §5.8)."""
+"""init / finalize / mode selection / manager properties (reference §5.1-5.3, §5.8)."""
 
 from __future__ import annotations
 
 import pytest
 
-from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim._current import activate
+from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist

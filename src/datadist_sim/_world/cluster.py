@@ -48,9 +48,9 @@ class NodeSettings:
     options: Dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)
 class ClusterNode:
-    """The world's state of one initialised instance (a simulated OS process)."""
+    """The world's state of one initialised instance (a simulated OS process); equal only to itself."""
 
     cluster_id: int
     role: Role
