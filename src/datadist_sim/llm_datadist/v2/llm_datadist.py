@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from datadist_sim._current import current_world
 from datadist_sim._world import links
@@ -47,8 +47,9 @@ _MAX_CLUSTER_NAME = 128
 _MAX_NODE_NUM = 4
 _ROLE_NAMES = {LLMRole.PROMPT: Role.PROMPT, LLMRole.DECODER: Role.DECODER, LLMRole.MIX: Role.MIX}
 _MEM_STATUS = {0: RegisterMemStatus.OK, 1: RegisterMemStatus.PREPARING, 2: RegisterMemStatus.FAILED}
-_live: Set[LLMDataDist] = set()
-"""Initialised instances; held strongly because a real engine outlives its Python handle."""
+_live: Dict[LLMDataDist, None] = {}
+"""Initialised instances in init order (so teardown is deterministic); held strongly because a real
+engine outlives its Python handle."""
 
 Clusters = Union[List[LLMClusterInfo], Tuple[LLMClusterInfo, ...]]
 
@@ -110,7 +111,7 @@ class LLMDataDist:
             self._kv_cache_manager = KvCacheManager(self._world, self._node, self._role)
         if LLMDataDist.llm_engine_instance is None:
             LLMDataDist.llm_engine_instance = self
-        _live.add(self)
+        _live[self] = None
         self._is_initialized = True
 
     def _check_flow_graph_max_size(self, options: Dict[str, str]) -> None:
@@ -177,7 +178,7 @@ class LLMDataDist:
             if manager is not None:
                 manager._initialized = False
         self._is_initialized = False
-        _live.discard(self)
+        _live.pop(self, None)
         if LLMDataDist.llm_engine_instance is self:
             LLMDataDist.llm_engine_instance = None
 

@@ -1,0 +1,110 @@
+"""Rank-table ``link`` / ``unlink`` / ``query_register_mem_status`` (reference §5.9)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
+from datadist_sim.llm_datadist.v2.llm_types import RegisterMemStatus
+
+from .conftest import decoder, prompt
+
+S = LLMStatusCode
+RANK_TABLE = json.dumps({"version": "1.2", "server_count": "2", "server_list": []})
+
+
+def _poll(dd: object, comm_id: int, limit: int = 1000) -> list[RegisterMemStatus]:
+    seen = []
+    for _ in range(limit):
+        status = dd.query_register_mem_status(comm_id)  # type: ignore[attr-defined]
+        seen.append(status)
+        if status is not RegisterMemStatus.PREPARING:
+            return seen
+    raise AssertionError("never left PREPARING")
+
+
+def test_both_sides_link_and_polling_reaches_ok_without_wall_sleep(world: SimWorld) -> None:
+    p, d = prompt(1, v2=True), decoder(2, v2=True)
+    p_id = p.link("link", {1: 0, 2: 1}, RANK_TABLE)
+    d_id = d.link("link", {1: 0, 2: 1}, RANK_TABLE)
+    assert (p_id, d_id) == (1, 1)
+    assert _poll(d, d_id) == [RegisterMemStatus.PREPARING, RegisterMemStatus.OK]
+    assert p.query_register_mem_status(p_id) is RegisterMemStatus.OK
+    assert world.is_linked(1, 2)
+    d.unlink(d_id)
+    p.unlink(p_id)
+    assert world.links() == []
+
+
+def test_a_peer_that_never_comes_leaves_the_comm_failed_after_link_total_time(world: SimWorld) -> None:
+    d = decoder(2, v2=True, **{"llm.LinkTotalTime": "3"})
+    comm_id = d.link("lonely", {1: 0, 2: 1}, RANK_TABLE)
+    seen = _poll(d, comm_id)
+    assert seen[-1] is RegisterMemStatus.FAILED
+    assert world.now() >= 3.0
+
+
+def test_members_that_disagree_on_rank_info_leave_it_failed(world: SimWorld) -> None:
+    p, d = prompt(1, v2=True), decoder(2, v2=True)
+    p.link("c", {1: 0, 2: 1}, RANK_TABLE)
+    comm_id = d.link("c", {2: 0, 1: 1}, RANK_TABLE)
+    assert d.query_register_mem_status(comm_id) is RegisterMemStatus.FAILED
+
+
+def test_unknown_comm_id_is_not_yet_link(world: SimWorld) -> None:
+    d = decoder(2, v2=True)
+    for call in (lambda: d.unlink(42), lambda: d.query_register_mem_status(42)):
+        with pytest.raises(LLMException) as exc:
+            call()
+        assert exc.value.status_code is S.LLM_NOT_YET_LINK
+
+
+def test_link_in_kv_cache_manager_mode_is_param_invalid(world: SimWorld) -> None:
+    with pytest.raises(LLMException, match="link") as exc:
+        decoder(2).link("c", {1: 0, 2: 1}, RANK_TABLE)
+    assert exc.value.status_code is S.LLM_PARAM_INVALID
+
+
+@pytest.mark.parametrize(
+    ("name", "ranks", "error"),
+    [
+        (None, {1: 0, 2: 1}, TypeError),
+        ("", {1: 0, 2: 1}, LLMException),
+        ("x" * 128, {1: 0, 2: 1}, LLMException),
+        ("c", {1: 0}, LLMException),
+        ("c", {1: 1, 2: 0}, LLMException),
+        ("c", {1: 0, 2: 1, 3: 2, 4: 3, 5: 4}, LLMException),
+        ("c", {1: "0"}, TypeError),
+        ("c", {-1: 0, 2: 1}, ValueError),
+        ("c", {1: 0, 2: 2**32}, ValueError),
+    ],
+)
+def test_link_arguments_are_checked(world: SimWorld, name: object, ranks: object, error: type) -> None:
+    with pytest.raises(error):
+        decoder(2, v2=True).link(name, ranks, RANK_TABLE)  # type: ignore[arg-type]
+
+
+def test_caller_missing_from_rank_info_is_param_invalid(world: SimWorld) -> None:
+    with pytest.raises(LLMException) as exc:
+        decoder(2, v2=True).link("c", {1: 0, 3: 1}, RANK_TABLE)
+    assert exc.value.status_code is S.LLM_PARAM_INVALID
+
+
+def test_unparsable_rank_table_is_link_failed(world: SimWorld) -> None:
+    with pytest.raises(LLMException) as exc:
+        decoder(2, v2=True).link("c", {1: 0, 2: 1}, "not json")
+    assert exc.value.status_code is S.LLM_LINK_FAILED
+
+
+def test_switch_role_with_a_comm_link_is_exist_link(world: SimWorld) -> None:
+    from datadist_sim.llm_datadist.configs import LLMRole
+
+    p, d = prompt(1, v2=True), decoder(2, v2=True)
+    p.link("c", {1: 0, 2: 1}, RANK_TABLE)
+    d.link("c", {1: 0, 2: 1}, RANK_TABLE)
+    with pytest.raises(LLMException) as exc:
+        d.switch_role(LLMRole.PROMPT, {"llm.listenIpInfo": "10.0.0.2:1"})
+    assert exc.value.status_code is S.LLM_EXIST_LINK
