@@ -1,18 +1,46 @@
-"""datadist-sim: an in-process simulator of Huawei CANN's LLM-DataDist (``llm_datadist``)."""
+"""datadist-sim: an in-process simulator of Huawei CANN's LLM-DataDist (``llm_datadist``).
+
+``SimWorld`` is the simulated fabric; ``install()`` makes ``import llm_datadist`` resolve to the fake;
+``status_info(code)`` gives each status code's meaning, retryability and remedy.
+"""
 
 from __future__ import annotations
 
+from datadist_sim._current import activate as activate
+from datadist_sim._current import current_world as current_world
+from datadist_sim._current import default_world as default_world
+from datadist_sim._current import reset_default_world as reset_default_world
+from datadist_sim._install import install as install
+from datadist_sim._install import installed as installed
+from datadist_sim._install import is_installed as is_installed
+from datadist_sim._install import uninstall as uninstall
 from datadist_sim._status_table import STATUS_TABLE as STATUS_TABLE
 from datadist_sim._status_table import StatusInfo as StatusInfo
 from datadist_sim._status_table import retryable_codes as retryable_codes
 from datadist_sim._status_table import status_info as status_info
+from datadist_sim._world.clock import RealClock as RealClock
+from datadist_sim._world.clock import VirtualClock as VirtualClock
+from datadist_sim._world.world import SimConfig as SimConfig
+from datadist_sim._world.world import SimWorld as SimWorld
 
 __version__ = "0.1.0"
 
 __all__ = [
     "STATUS_TABLE",
+    "RealClock",
+    "SimConfig",
+    "SimWorld",
     "StatusInfo",
+    "VirtualClock",
     "__version__",
+    "activate",
+    "current_world",
+    "default_world",
+    "install",
+    "installed",
+    "is_installed",
+    "reset_default_world",
     "retryable_codes",
     "status_info",
+    "uninstall",
 ]

@@ -69,6 +69,12 @@ class SimWorld:
         self._paused: Dict[int, threading.Event] = {}
         self.comms = CommRegistry(self)
 
+    def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
+        """``with world.activate():`` instances constructed inside the block join this world."""
+        from datadist_sim._current import activate
+
+        return activate(self)
+
     # -- clusters -------------------------------------------------------------------------------
 
     def add_node(
