@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.address_space import AddressSpace
+from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import Clock, VirtualClock
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSettings, Role
 from datadist_sim._world.comms import CommRegistry
@@ -41,6 +43,8 @@ class SimConfig:
     """Enforce the real rule of one initialised LLMDataDist per process across this whole world."""
     pause_wall_limit_s: float = 5.0
     """Longest wall time a call waits on a paused peer before it counts as unanswered."""
+    bandwidth_bytes_per_s: float = 25e9
+    """Transfer bandwidth of a pull/push (bytes / bandwidth + one rtt)."""
 
 
 class SimWorld:
@@ -68,6 +72,8 @@ class SimWorld:
         self._listeners: Dict[Endpoint, int] = {}
         self._paused: Dict[int, threading.Event] = {}
         self.comms = CommRegistry(self)
+        self.memory = AddressSpace()
+        self.caches: Dict[int, NodeCaches] = {}
 
     def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
         """``with world.activate():`` instances constructed inside the block join this world."""
@@ -90,7 +96,9 @@ class SimWorld:
                     f"cluster_id {cluster_id} is already initialised in this world",
                 )
             node = ClusterNode(cluster_id, role, mode, settings)
+            store = NodeCaches(self.memory, mode, settings)
             self._open_listeners(node, listen)
+            self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
             self.record(cluster_id, "init", "LLM_SUCCESS", f"{role.value} {mode.value}")
             return node
@@ -102,6 +110,9 @@ class SimWorld:
             self.close_listeners(node)
             node.peers.clear()
             node.alive = False
+            store = self.caches.pop(node.cluster_id, None)
+            if store is not None:
+                store.free_all()
             self._nodes.pop(node.cluster_id, None)
             self.record(node.cluster_id, "finalize", "LLM_SUCCESS")
 
@@ -219,6 +230,10 @@ class SimWorld:
         """Let simulated time pass (instantly under the virtual clock)."""
         if seconds > 0:
             self.clock.sleep(seconds)
+
+    def space_copy(self, ranges: List[Tuple[int, int, int]]) -> None:
+        """Copy ``(dst, src, nbytes)`` ranges through the world's address space, all or nothing."""
+        self.memory.copy_ranges(ranges)
 
     def now(self) -> float:
         return self.clock.now()

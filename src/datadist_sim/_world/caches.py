@@ -1,0 +1,301 @@
+"""Per-instance cache store: memory pools, caches, cache keys (reference §7) and the pull engine.
+
+Keys arrive packed, as the face's ``pack_*`` helpers build them:
+``(cluster_id, cache_id, batch_index, req_id, prefix_id, model_id, is_blocks)``. The engine indexes a
+key by ``(req_id, model_id)``, by ``(prefix_id, model_id)`` in a separate table when ``prefix_id`` is
+valid, or by ``model_id`` for a blocks key; ``cluster_id`` only routes a pull to its Prompt.
+
+Inferences (not in the sources): a cache's batch ``i`` is the ``i``-th equal slice of each tensor (the
+batch dimension is taken to be the outermost); a blocks cache's block ``j`` likewise. A pull by
+``CacheKey`` into blocks (``pull_blocks`` with a contiguous source) fills the named blocks in order with
+consecutive block-sized chunks of the source batch.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.cluster import ClusterNode, Mode, NodeSettings
+from datadist_sim._world.errors import SimError
+from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
+
+if TYPE_CHECKING:
+    from datadist_sim._world.address_space import AddressSpace
+    from datadist_sim._world.world import SimWorld
+
+INVALID_ID = 2**64 - 1
+V1_DEFAULT_POOL_BYTES = 1 << 30
+V1_DEFAULT_MEM_UTILIZATION = 0.95
+
+PackedKey = Tuple[int, int, int, int, int, int, bool]
+EngineKey = Tuple[str, int, int]
+_P = LLMStatusCode.LLM_PARAM_INVALID
+_NOT_EXIST = LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
+
+
+def _valid(ident: int) -> bool:
+    return 0 <= ident < INVALID_ID
+
+
+def engine_key(key: PackedKey) -> Optional[EngineKey]:
+    """The table key of a packed ``CacheKey``/``BlocksCacheKey``; ``None`` for a placeholder."""
+    _, _, _, req_id, prefix_id, model_id, is_blocks = key
+    if is_blocks:
+        return ("blocks", 0, model_id)
+    if _valid(prefix_id):
+        return ("prefix", prefix_id, model_id)
+    if _valid(req_id):
+        return ("req", req_id, model_id)
+    return None
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    """One cache of one instance: allocated from a pool (owned) or registered (caller's memory)."""
+
+    cache_id: int
+    num_tensors: int
+    tensor_size: int
+    batch_size: int
+    addrs: List[int]
+    device: bool
+    is_blocks: bool
+    registered: bool
+    pool: Optional[MemoryPool]
+    keys: Set[EngineKey] = field(default_factory=set)
+    released: bool = False
+
+    @property
+    def batch_bytes(self) -> int:
+        return self.tensor_size // self.batch_size if self.batch_size > 0 else 0
+
+
+def _parse_pool_config(text: str) -> Tuple[int, int]:
+    try:
+        cfg = json.loads(text)
+        size = int(cfg["memory_size"])
+        shift = int(cfg.get("page_shift", DEFAULT_PAGE_SHIFT))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SimError(_P, f"invalid memory pool config {text!r}: {exc}") from exc
+    return size, shift
+
+
+class NodeCaches:
+    """Everything cache-related of one initialised instance. Guarded by its own lock."""
+
+    def __init__(self, space: AddressSpace, mode: Mode, settings: NodeSettings) -> None:
+        self.space = space
+        self.mode = mode
+        self.lock = threading.RLock()
+        self.oom_code = (
+            LLMStatusCode.LLM_OUT_OF_MEMORY
+            if mode is Mode.CACHE_MANAGER
+            else LLMStatusCode.LLM_DEVICE_OUT_OF_MEMORY
+        )
+        opts = settings.options
+        self.device_pool: Optional[MemoryPool] = None
+        self.host_pool: Optional[MemoryPool] = None
+        if mode is Mode.CACHE_MANAGER:
+            if opts.get("llm.MemPoolConfig"):
+                size, shift = _parse_pool_config(opts["llm.MemPoolConfig"])
+                self.device_pool = space.create_pool(
+                    size, oom_code=self.oom_code, page_shift=shift, name="device"
+                )
+            if opts.get("llm.HostMemPoolConfig"):
+                size, shift = _parse_pool_config(opts["llm.HostMemPoolConfig"])
+                self.host_pool = space.create_pool(
+                    size, oom_code=self.oom_code, page_shift=shift, name="host"
+                )
+        else:
+            raw = opts.get("ge.flowGraphMemMaxSize", "")
+            total = int(raw) if raw.isdigit() and int(raw) > 0 else V1_DEFAULT_POOL_BYTES
+            try:
+                util = float(opts.get("llm.MemUtilization", V1_DEFAULT_MEM_UTILIZATION))
+            except ValueError as exc:
+                raise SimError(_P, f"invalid llm.MemUtilization: {exc}") from exc
+            size = max(int(total * util), 1 << DEFAULT_PAGE_SHIFT)
+            self.device_pool = space.create_pool(size, oom_code=self.oom_code, name="device")
+        self.caches: Dict[int, CacheEntry] = {}
+        self.key_table: Dict[EngineKey, Tuple[int, int]] = {}
+        self._next_id = 1
+
+    # -- allocation and registration -------------------------------------------------------------
+
+    def _bind_keys(self, keys: Sequence[PackedKey], batch_size: int) -> List[Tuple[EngineKey, int]]:
+        """Check keys of one call (§7.1) and return ``(engine key, batch index)`` for the indexed ones."""
+        if len(keys) > batch_size:
+            raise SimError(_P, f"{len(keys)} cache keys exceed batch size {batch_size}")
+        if len(set(keys)) != len(keys):
+            raise SimError(_P, "cache_keys contain duplicates")
+        bound: List[Tuple[EngineKey, int]] = []
+        for index, key in enumerate(keys):
+            ek = engine_key(key)
+            if ek is None:
+                continue
+            if ek in self.key_table:
+                raise SimError(_P, f"cache key {ek} is already bound to cache {self.key_table[ek][0]}")
+            bound.append((ek, index))
+        return bound
+
+    def _add(self, entry: CacheEntry, bound: List[Tuple[EngineKey, int]]) -> CacheEntry:
+        for ek, index in bound:
+            self.key_table[ek] = (entry.cache_id, index)
+            entry.keys.add(ek)
+        self.caches[entry.cache_id] = entry
+        self._next_id += 1
+        return entry
+
+    def allocate(
+        self,
+        num_tensors: int,
+        tensor_size: int,
+        batch_size: int,
+        *,
+        device: bool,
+        is_blocks: bool,
+        keys: Sequence[PackedKey] = (),
+    ) -> CacheEntry:
+        with self.lock:
+            pool = self.device_pool if device else self.host_pool
+            if pool is None:
+                raise SimError(
+                    LLMStatusCode.LLM_FEATURE_NOT_ENABLED,
+                    f"no {'device' if device else 'host'} memory pool is configured",
+                )
+            bound = self._bind_keys(keys, batch_size) if not is_blocks else self._bind_blocks(keys)
+            addrs = pool.allocate_many([tensor_size] * num_tensors)
+            entry = CacheEntry(
+                self._next_id, num_tensors, tensor_size, batch_size, addrs, device, is_blocks, False, pool
+            )
+            return self._add(entry, bound)
+
+    def _bind_blocks(self, keys: Sequence[PackedKey]) -> List[Tuple[EngineKey, int]]:
+        bound = []
+        for key in keys:
+            ek = engine_key(key)
+            if ek is not None:
+                if ek in self.key_table:
+                    raise SimError(_P, f"blocks cache key {ek} is already bound")
+                bound.append((ek, 0))
+        return bound
+
+    def register(
+        self,
+        addrs: Sequence[int],
+        tensor_size: int,
+        batch_size: int,
+        *,
+        device: bool,
+        is_blocks: bool,
+        keys: Sequence[PackedKey] = (),
+    ) -> CacheEntry:
+        with self.lock:
+            bound = self._bind_keys(keys, batch_size) if not is_blocks else self._bind_blocks(keys)
+            entry = CacheEntry(
+                self._next_id, len(addrs), tensor_size, batch_size, list(addrs), device, is_blocks, True, None
+            )
+            return self._add(entry, bound)
+
+    def _free(self, entry: CacheEntry) -> None:
+        for ek in list(entry.keys):
+            self.key_table.pop(ek, None)
+        entry.keys.clear()
+        self.caches.pop(entry.cache_id, None)
+        if entry.pool is not None:
+            for address in entry.addrs:
+                entry.pool.free(address)
+            entry.pool = None
+
+    def deallocate(self, cache_id: int, *, missing_ok: bool) -> None:
+        """Drop the cache-id reference; the memory goes once no key remains (§7.1 deferred free)."""
+        with self.lock:
+            entry = self.caches.get(cache_id)
+            if entry is None or entry.released:
+                if missing_ok:
+                    return
+                raise SimError(_NOT_EXIST, f"cache {cache_id} does not exist")
+            if entry.registered:
+                return  # "cannot deallocate registered cache": a logged no-op
+            if entry.is_blocks:
+                self._free(entry)
+                return
+            entry.released = True
+            if not entry.keys:
+                self._free(entry)
+
+    def unregister(self, cache_id: int) -> None:
+        with self.lock:
+            entry = self.caches.get(cache_id)
+            if entry is None or not entry.registered:
+                return
+            self._free(entry)
+
+    def remove_key(self, key: PackedKey) -> None:
+        with self.lock:
+            ek = engine_key(key)
+            if ek is None or ek not in self.key_table:
+                return
+            cache_id, _ = self.key_table[ek]
+            entry = self.caches.get(cache_id)
+            if entry is None or entry.registered:
+                return
+            self._drop_key(entry, ek)
+
+    def _drop_key(self, entry: CacheEntry, ek: EngineKey) -> None:
+        self.key_table.pop(ek, None)
+        entry.keys.discard(ek)
+        if entry.released and not entry.keys:
+            self._free(entry)
+
+    def free_all(self) -> None:
+        """Finalize: every cache goes, whatever references remain."""
+        with self.lock:
+            for entry in list(self.caches.values()):
+                self._free(entry)
+            self.key_table.clear()
+
+    def live(self, cache_id: int) -> CacheEntry:
+        entry = self.caches.get(cache_id)
+        if entry is None or entry.released:
+            raise SimError(_NOT_EXIST, f"local cache {cache_id} does not exist")
+        return entry
+
+    # -- lookups by a remote puller ----------------------------------------------------------------
+
+    def lookup(self, key: PackedKey) -> Tuple[CacheEntry, int, Optional[EngineKey]]:
+        """``(cache, batch index, key to consume)`` a pull names; ``LLM_KV_CACHE_NOT_EXIST`` if none."""
+        _, cache_id, batch_index, _, _, _, is_blocks = key
+        ek = engine_key(key)
+        if ek is None:
+            entry = self.caches.get(cache_id)
+            if entry is None:
+                raise SimError(_NOT_EXIST, f"remote cache {cache_id} does not exist")
+            if not entry.is_blocks and batch_index >= entry.batch_size:
+                raise SimError(
+                    _NOT_EXIST, f"batch_index {batch_index} >= batch size {entry.batch_size} of {cache_id}"
+                )
+            consume = next(
+                (k for k in entry.keys if k[0] == "req" and self.key_table.get(k) == (cache_id, batch_index)),
+                None,
+            )
+            return entry, batch_index, consume
+        found = self.key_table.get(ek)
+        if found is None:
+            raise SimError(_NOT_EXIST, f"remote cache key {ek} does not exist")
+        entry = self.caches[found[0]]
+        return entry, found[1], ek if ek[0] == "req" and not is_blocks else None
+
+
+def create_store(world: SimWorld, node: ClusterNode) -> NodeCaches:
+    return NodeCaches(world.memory, node.mode, node.settings)
+
+
+def store_of(world: SimWorld, node: ClusterNode) -> NodeCaches:
+    store = world.caches.get(node.cluster_id)
+    if store is None or not node.alive:
+        raise SimError(LLMStatusCode.LLM_FAILED, f"cluster {node.cluster_id} is not initialised")
+    return store

@@ -1,0 +1,148 @@
+"""The pull engine: a Decode-side pull of a Prompt cache, in bytes and in simulated time (reference §7).
+
+``PullParams`` is the tuple the face's ``pull_cache_v2`` call gets:
+``(size, batch_index, src_blocks, dst_blocks, src_tensor_indices, dst_tensor_indices, src_offset,
+dst_offset, tensor_num_per_layer)``; empty index lists mean "all tensors", offsets ``-1`` mean 0.
+
+The whole pull runs under the world lock, so pulls are serialised (the engine serialises pulls per link;
+a global order is a stricter, simpler model) and a pull never sees a half-freed cache.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.caches import CacheEntry, PackedKey, store_of
+from datadist_sim._world.cluster import ClusterNode, Mode
+from datadist_sim._world.errors import SimError
+from datadist_sim._world.world import SimWorld
+
+PullParams = Tuple[int, int, Sequence[int], Sequence[int], Sequence[int], Sequence[int], int, int, int]
+Range = Tuple[int, int, int]
+_P = LLMStatusCode.LLM_PARAM_INVALID
+
+
+def timeout_code(mode: Mode) -> LLMStatusCode:
+    return LLMStatusCode.LLM_TIMEOUT if mode is Mode.CACHE_MANAGER else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
+
+
+def _tensor_pairs(
+    src: CacheEntry, dst: CacheEntry, src_idx: Sequence[int], dst_idx: Sequence[int]
+) -> List[Tuple[int, int]]:
+    if not src_idx and not dst_idx:
+        if src.num_tensors != dst.num_tensors:
+            raise SimError(_P, f"num_tensors mismatch: remote {src.num_tensors}, local {dst.num_tensors}")
+        return [(i, i) for i in range(src.num_tensors)]
+    s = list(src_idx) if src_idx else list(range(src.num_tensors))
+    d = list(dst_idx) if dst_idx else (list(src_idx) if src_idx else list(range(dst.num_tensors)))
+    if len(s) != len(d):
+        raise SimError(_P, f"layer ranges name {len(s)} remote and {len(d)} local tensors")
+    for i in s:
+        if not 0 <= i < src.num_tensors:
+            raise SimError(_P, f"remote tensor index {i} out of range [0, {src.num_tensors})")
+    for i in d:
+        if not 0 <= i < dst.num_tensors:
+            raise SimError(_P, f"local tensor index {i} out of range [0, {dst.num_tensors})")
+    return list(zip(s, d))
+
+
+def _contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
+    size, batch_index, _, _, src_idx, dst_idx, src_off, dst_off, _ = params
+    if dst.is_blocks or src.is_blocks:
+        raise SimError(_P, "blocks and contiguous caches cannot be mixed in pull_cache")
+    if batch_index >= dst.batch_size:
+        raise SimError(_P, f"batch_index {batch_index} >= local batch size {dst.batch_size}")
+    src_off = max(src_off, 0)
+    dst_off = max(dst_off, 0)
+    nbytes = src.batch_bytes - src_off if size == -1 else size
+    if nbytes < 0 or src_off + nbytes > src.batch_bytes or dst_off + nbytes > dst.batch_bytes:
+        raise SimError(
+            _P,
+            f"size {nbytes} with offsets {src_off}/{dst_off} exceeds the batch "
+            f"(remote {src.batch_bytes} B, local {dst.batch_bytes} B)",
+        )
+    return [
+        (
+            dst.addrs[d] + batch_index * dst.batch_bytes + dst_off,
+            src.addrs[s] + src_batch * src.batch_bytes + src_off,
+            nbytes,
+        )
+        for s, d in _tensor_pairs(src, dst, src_idx, dst_idx)
+    ]
+
+
+def _blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
+    _, _, src_blocks, dst_blocks, src_idx, dst_idx, _, _, _ = params
+    if not dst.is_blocks:
+        raise SimError(_P, "pull_blocks needs a blocks cache as destination")
+    block = dst.batch_bytes
+    for b in dst_blocks:
+        if not 0 <= b < dst.batch_size:
+            raise SimError(_P, f"local block index {b} out of range [0, {dst.batch_size})")
+    pairs = _tensor_pairs(src, dst, src_idx, dst_idx)
+    ranges: List[Range] = []
+    if src.is_blocks:
+        if not src_blocks:
+            raise SimError(_P, "src_blocks can not be empty for a blocks source")
+        if len(src_blocks) != len(dst_blocks):
+            raise SimError(_P, f"{len(src_blocks)} src blocks but {len(dst_blocks)} dst blocks")
+        if src.batch_bytes != block:
+            raise SimError(_P, f"block size mismatch: remote {src.batch_bytes} B, local {block} B")
+        for b in src_blocks:
+            if not 0 <= b < src.batch_size:
+                raise SimError(_P, f"remote block index {b} out of range [0, {src.batch_size})")
+        for s, d in pairs:
+            for sb, db in zip(src_blocks, dst_blocks):
+                ranges.append((dst.addrs[d] + db * block, src.addrs[s] + sb * block, block))
+        return ranges
+    if src_blocks:
+        raise SimError(_P, "src_blocks must be empty for a contiguous source")
+    base = src_batch * src.batch_bytes
+    for s, d in pairs:
+        for j, db in enumerate(dst_blocks):
+            start = j * block
+            if start >= src.batch_bytes:
+                break
+            ranges.append(
+                (dst.addrs[d] + db * block, src.addrs[s] + base + start, min(block, src.batch_bytes - start))
+            )
+    return ranges
+
+
+def pull(
+    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, *, blocks: bool
+) -> None:
+    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id``; all or nothing."""
+    with world.lock:
+        local = store_of(world, node)
+        dst = local.live(dst_cache_id)
+        remote_id = key[0]
+        if remote_id == node.cluster_id:
+            raise SimError(_P, "data can not be pulled from own cluster")
+        peer = node.peers.get(remote_id)
+        remote = world.node(remote_id)
+        if peer is None or peer.since > world.now() or remote is None or not remote.alive:
+            raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"cluster {remote_id} is not linked")
+        store = store_of(world, remote)
+        with store.lock:
+            src, src_batch, consume = store.lookup(key)
+            if blocks:
+                ranges = _blocks_ranges(src, src_batch, dst, params)
+            else:
+                ranges = _contiguous_ranges(src, src_batch, dst, params)
+            nbytes = sum(r[2] for r in ranges)
+            seconds = nbytes / world.config.bandwidth_bytes_per_s + world.config.message_rtt_s
+            limit = node.settings.sync_kv_timeout_ms / 1000.0
+            if seconds > limit:
+                world.elapse(limit)
+                world.record(node.cluster_id, "pull", timeout_code(node.mode).name, f"{nbytes} B")
+                raise SimError(
+                    timeout_code(node.mode),
+                    f"transfer of {nbytes} B needs {seconds:.3f} s > sync_kv_timeout {limit:.3f} s",
+                )
+            world.space_copy(ranges)
+            world.elapse(seconds)
+            if consume is not None and not src.registered:
+                store._drop_key(src, consume)
+            world.record(node.cluster_id, "pull", "LLM_SUCCESS", f"{nbytes} B from {remote_id}")
