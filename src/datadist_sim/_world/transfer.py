@@ -146,3 +146,44 @@ def pull(
             if consume is not None and not src.registered:
                 store._drop_key(src, consume)
             world.record(node.cluster_id, "pull", "LLM_SUCCESS", f"{nbytes} B from {remote_id}")
+
+
+def copy_cache(
+    world: SimWorld,
+    node: ClusterNode,
+    dst_id: int,
+    src_id: int,
+    dst_batch: int,
+    src_batch: int,
+    offset: int,
+    size: int,
+) -> None:
+    """Local copy of one batch of each tensor (``offset``/``size`` in bytes within the batch)."""
+    with world.lock:
+        store = store_of(world, node)
+        dst = store.live(dst_id)
+        src = store.live(src_id)
+        if src.num_tensors != dst.num_tensors:
+            raise SimError(_P, f"num_tensors mismatch: src {src.num_tensors}, dst {dst.num_tensors}")
+        if dst_batch >= dst.batch_size or src_batch >= src.batch_size:
+            raise SimError(_P, f"batch index out of range: dst {dst_batch}, src {src_batch}")
+        nbytes = src.batch_bytes - offset if size == -1 else size
+        if nbytes < 0 or offset + nbytes > src.batch_bytes or offset + nbytes > dst.batch_bytes:
+            raise SimError(_P, f"offset {offset} + size {nbytes} exceeds the batch")
+        world.space_copy(
+            [
+                (d + dst_batch * dst.batch_bytes + offset, s + src_batch * src.batch_bytes + offset, nbytes)
+                for s, d in zip(src.addrs, dst.addrs)
+            ]
+        )
+
+
+def copy_blocks(world: SimWorld, node: ClusterNode, cache_id: int, pairs: Sequence[Tuple[int, int]]) -> None:
+    """Local copy of blocks ``src -> dst`` inside one blocks cache."""
+    with world.lock:
+        entry = store_of(world, node).live(cache_id)
+        block = entry.batch_bytes
+        for s, d in pairs:
+            if not (0 <= s < entry.batch_size and 0 <= d < entry.batch_size):
+                raise SimError(_P, f"block pair {s}->{d} out of range [0, {entry.batch_size})")
+        world.space_copy([(a + d * block, a + s * block, block) for a in entry.addrs for s, d in pairs])

@@ -1,15 +1,60 @@
 """``CacheManager`` (CacheManager mode, real module ``llm_datadist.v2.cache_manager``).
 
-The data-plane methods (register/allocate/pull/push/copy/swap) arrive with the memory layer (issue 4);
-this holds the state the instance hands over at ``init``.
+Argument checks follow the real file in order; every engine call goes to the instance's cache store in
+the world (``_world.caches``/``_world.transfer``), whose ``SimError`` leaves as ``LLMException``.
+Not yet simulated: ``push_cache``, ``push_blocks``, ``transfer_cache_async`` (they raise
+``LLM_FEATURE_NOT_ENABLED`` after the real argument checks) and ``remap_registered_memory`` (a no-op
+after its checks; the docs call it reserved).
 """
 
 from __future__ import annotations
 
-from typing import Dict
+import logging
+from typing import Any, Dict, List, Optional, Tuple, Union
 
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import transfer
+from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
+from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist._engine import engine_call
+from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
+from datadist_sim.llm_datadist.utils.utils import (
+    check_dict,
+    check_int64,
+    check_isinstance,
+    check_uint32,
+    check_uint64,
+)
+from datadist_sim.llm_datadist.v2.llm_types import (
+    BlocksCacheKey,
+    Cache,
+    CacheDesc,
+    CacheKey,
+    CacheKeyByIdAndIndex,
+    CacheTask,
+    LayerSynchronizer,
+    MemInfo,
+    Memtype,
+    Placement,
+    TransferConfig,
+    TransferWithCacheKeyConfig,
+    check_layer_range,
+)
+from datadist_sim.llm_datadist.v2.llm_utils import (
+    check_cache_key,
+    layer_range_to_tensor_indices,
+    pack_block_cache_key,
+    pack_cache_key,
+    pack_cache_key_by_id,
+)
+
+_log = logging.getLogger("datadist_sim.llm_datadist")
+_NUM_TENSORS_PER_LAYER = 2
+_INVALID_ID = 2**64 - 1
+Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
+BlockList = Union[Tuple[int, ...], List[int]]
 
 
 class CacheManager:
@@ -27,3 +72,500 @@ class CacheManager:
     def set_is_call_linked(self) -> None:
         """``link()`` was called: registrations default to not remotely accessible from now on."""
         self._is_call_linked = True
+
+    @staticmethod
+    def check_cache_key(cache_key: CacheKey) -> None:
+        check_cache_key(cache_key)
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _store(self) -> NodeCaches:
+        return store_of(self._world, self._node)
+
+    def _check_pool(self, cache_desc: CacheDesc) -> None:
+        raise_if_false(
+            (self._enabled_mem_pool and cache_desc.placement == Placement.DEVICE)
+            or (self._enable_host_mem_pool and cache_desc.placement == Placement.HOST),
+            "you should config memory pool firstly and then set placement that matches it.",
+        )
+
+    def _allocate(self, func: str, cache_desc: CacheDesc, keys: List[Any], is_blocks: bool) -> CacheEntry:
+        tensor_size = cache_desc.size
+        with engine_call(func, f"cache_desc = {cache_desc}"):
+            return self._store().allocate(
+                cache_desc.num_tensors,
+                tensor_size,
+                cache_desc.batch_size,
+                device=cache_desc.placement == Placement.DEVICE,
+                is_blocks=is_blocks,
+                keys=keys,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- allocation --------------------------------------------------------------------------------
+
+    def allocate_blocks_cache(
+        self, cache_desc: CacheDesc, blocks_cache_key: Optional[BlocksCacheKey] = None
+    ) -> Cache:
+        check_isinstance("cache_desc", cache_desc, CacheDesc)
+        check_isinstance("blocks_cache_key", blocks_cache_key, BlocksCacheKey)
+        raise_if_false(cache_desc.num_tensors > 0, "num_tensors should be bigger than zero.")
+        self._check_pool(cache_desc)
+        keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
+        cache_desc._is_blocks = True
+        entry = self._allocate("[allocate_blocks_cache]", cache_desc, keys, True)
+        cache = Cache(entry.cache_id, cache_desc, list(entry.addrs), self, False, True)
+        _log.info("[allocate_blocks_cache] success, cache_id = %d", cache.cache_id)
+        return cache
+
+    def allocate_cache(self, cache_desc: CacheDesc, cache_keys: Keys = ()) -> Cache:
+        check_isinstance("cache_desc", cache_desc, CacheDesc)
+        check_isinstance("cache_keys", cache_keys, [list, tuple], CacheKey)
+        raise_if_false(cache_desc.num_tensors > 0, "num_tensors should be bigger than zero.")
+        self._check_pool(cache_desc)
+        keys = [pack_cache_key(key) for key in cache_keys]
+        entry = self._allocate("[allocate_cache]", cache_desc, keys, False)
+        cache = Cache(entry.cache_id, cache_desc, list(entry.addrs), self, False, False)
+        _log.info("[allocate_cache] success, cache_id = %d", cache.cache_id)
+        return cache
+
+    def _deallocate(self, func: str, cache: Cache) -> None:
+        with engine_call(func, f"cache_id = {cache.cache_id}"):
+            store = self._store()
+            if store.device_pool is None and store.host_pool is None:
+                raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "no memory pool is configured")
+            store.deallocate(cache.cache_id, missing_ok=True)
+        cache._invalidate()
+
+    def deallocate_blocks_cache(self, cache: Cache) -> None:
+        check_isinstance("cache", cache, Cache)
+        raise_if_false(cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
+        self._deallocate("[deallocate_blocks_cache]", cache)
+
+    def deallocate_cache(self, cache: Cache) -> None:
+        check_isinstance("cache", cache, Cache)
+        raise_if_true(cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
+        self._deallocate("[deallocate_cache]", cache)
+
+    def remove_cache_key(self, cache_key: CacheKey) -> None:
+        check_isinstance("cache_key", cache_key, CacheKey)
+        with engine_call("[remove_cache_key]", f"cache_key = {cache_key}"):
+            self._store().remove_key(pack_cache_key(cache_key))
+
+    # -- registration ------------------------------------------------------------------------------
+
+    def _get_remote_accessible(self, cache_desc: CacheDesc, remote_accessible: Optional[bool]) -> bool:
+        if remote_accessible is None:
+            return cache_desc.placement == Placement.DEVICE and not self._is_call_linked
+        return remote_accessible
+
+    def _register(
+        self, func: str, cache_desc: CacheDesc, addrs: List[int], keys: List[Any], is_blocks: bool
+    ) -> CacheEntry:
+        tensor_size = cache_desc.size
+        with engine_call(func, f"cache_desc = {cache_desc}"):
+            return self._store().register(
+                addrs,
+                tensor_size,
+                cache_desc.batch_size,
+                device=cache_desc.placement == Placement.DEVICE,
+                is_blocks=is_blocks,
+                keys=keys,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def register_cache(
+        self,
+        cache_desc: CacheDesc,
+        addrs: List[int],
+        cache_keys: Keys = (),
+        remote_accessible: Optional[bool] = None,
+    ) -> Cache:
+        check_isinstance("cache_desc", cache_desc, CacheDesc)
+        check_isinstance("addrs", addrs, list, int)
+        check_isinstance("cache_keys", cache_keys, [tuple, list], CacheKey)
+        check_isinstance("remote_accessible", remote_accessible, bool)
+        raise_if_true(
+            self._is_call_linked and bool(remote_accessible),
+            "you can not register remote accessible cache after link.",
+        )
+        raise_if_false(len(addrs) > 0, "addrs can not be empty.")
+        raise_if_false(len(addrs) == cache_desc.num_tensors, "addrs length should be equal to num_tensors.")
+        for addr in addrs:
+            raise_if_false(addr != 0, "addr can not be zero.")
+        keys = [pack_cache_key(key) for key in cache_keys]
+        self._get_remote_accessible(cache_desc, remote_accessible)
+        entry = self._register("[register_cache]", cache_desc, addrs, keys, False)
+        cache = Cache(entry.cache_id, cache_desc, list(entry.addrs), self, True, False)
+        _log.info("[register_cache] success, cache_id = %d.", cache.cache_id)
+        return cache
+
+    def register_blocks_cache(
+        self,
+        cache_desc: CacheDesc,
+        addrs: List[int],
+        blocks_cache_key: Optional[BlocksCacheKey] = None,
+        remote_accessible: Optional[bool] = None,
+    ) -> Cache:
+        check_isinstance("cache_desc", cache_desc, CacheDesc)
+        check_isinstance("addrs", addrs, list, int)
+        check_isinstance("blocks_cache_key", blocks_cache_key, BlocksCacheKey)
+        check_isinstance("remote_accessible", remote_accessible, bool)
+        raise_if_true(
+            self._is_call_linked and bool(remote_accessible),
+            "you can not register remote accessible cache after link.",
+        )
+        raise_if_false(len(addrs) > 0, "addrs can not be empty.")
+        cache_desc._is_blocks = True
+        keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
+        self._get_remote_accessible(cache_desc, remote_accessible)
+        entry = self._register("[register_blocks_cache]", cache_desc, addrs, keys, True)
+        cache = Cache(entry.cache_id, cache_desc, list(entry.addrs), self, True, True)
+        _log.info("[register_blocks_cache] success, cache_id = %d", cache.cache_id)
+        return cache
+
+    def unregister_cache(self, cache_id: int) -> None:
+        check_isinstance("cache_id", cache_id, int)
+        check_int64("cache_id", cache_id)
+        with engine_call("[unregister_cache]", f"cache_id = {cache_id}"):
+            self._store().unregister(cache_id)
+
+    # -- pulls -------------------------------------------------------------------------------------
+
+    def pull_blocks(
+        self,
+        src_cache_key: Union[CacheKey, CacheKeyByIdAndIndex, BlocksCacheKey],
+        dst_cache: Cache,
+        src_blocks: Optional[BlockList] = (),
+        dst_blocks: BlockList = (),
+        **kwargs: Any,
+    ) -> None:
+        src_layer_range = kwargs.get("src_layer_range")
+        dst_layer_range = kwargs.get("dst_layer_range")
+        tensor_num_per_layer = kwargs.get("tensor_num_per_layer", _NUM_TENSORS_PER_LAYER)
+        check_isinstance("src_cache_key", src_cache_key, [CacheKey, CacheKeyByIdAndIndex, BlocksCacheKey])
+        check_isinstance("dst_cache", dst_cache, Cache)
+        check_isinstance("src_blocks", src_blocks, [list, tuple], int)
+        check_isinstance("dst_blocks", dst_blocks, [list, tuple], int)
+        raise_if_false(dst_cache.is_blocks_cache, "param check failed, dst_cache should be blocks cache.")
+        raise_if_false(len(dst_blocks) > 0, "dst_blocks can not be empty.")
+        check_uint32("tensor_num_per_layer", tensor_num_per_layer)
+        raise_if_false(
+            tensor_num_per_layer > 0,
+            "[pull_blocks] param check failed, tensor_num_per_layer ({0}) is invalid, should [1, {1}]",
+            tensor_num_per_layer,
+            dst_cache.cache_desc.num_tensors,
+        )
+        src_list = list(src_blocks) if src_blocks is not None else []
+        if isinstance(src_cache_key, BlocksCacheKey):
+            raise_if_false(len(src_list) > 0, "src_blocks can not be empty.")
+            packed = pack_block_cache_key(src_cache_key)
+        else:
+            if isinstance(src_cache_key, CacheKey):
+                check_cache_key(src_cache_key)
+            raise_if_false(
+                len(src_list) == 0,
+                "src_blocks should be empty when src_cache_key is not instance of BlocksCacheKey.",
+            )
+            packed = (
+                pack_cache_key(src_cache_key)
+                if isinstance(src_cache_key, CacheKey)
+                else pack_cache_key_by_id(src_cache_key)
+            )
+        src_idx, dst_idx = layer_range_to_tensor_indices(
+            src_layer_range, dst_layer_range, tensor_num_per_layer
+        )
+        params: transfer.PullParams = (
+            -1,
+            0,
+            src_list,
+            list(dst_blocks),
+            src_idx,
+            dst_idx,
+            -1,
+            -1,
+            tensor_num_per_layer,
+        )
+        with engine_call("[pull_blocks]", f"src_cache_key = {src_cache_key}"):
+            transfer.pull(self._world, self._node, dst_cache.cache_id, packed, params, blocks=True)
+        _log.info("[pull_blocks] success")
+
+    def pull_cache(
+        self,
+        cache_key: Union[CacheKey, CacheKeyByIdAndIndex],
+        cache: Cache,
+        batch_index: int = 0,
+        size: int = -1,
+        **kwargs: Any,
+    ) -> None:
+        if self._enable_remote_cache_accessible:
+            check_isinstance("cache_key", cache_key, CacheKeyByIdAndIndex)
+        else:
+            check_isinstance("cache_key", cache_key, [CacheKey, CacheKeyByIdAndIndex])
+        src_layer_range = kwargs.get("src_layer_range")
+        dst_layer_range = kwargs.get("dst_layer_range")
+        tensor_num_per_layer = kwargs.get("tensor_num_per_layer", _NUM_TENSORS_PER_LAYER)
+        check_isinstance("cache", cache, Cache)
+        check_uint32("batch_index", batch_index)
+        check_int64("size", size)
+        raise_if_true(cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
+        raise_if_false(
+            size == -1 or size > 0,
+            "[pull_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
+            size,
+        )
+        check_uint32("tensor_num_per_layer", tensor_num_per_layer)
+        raise_if_false(
+            tensor_num_per_layer > 0,
+            "[pull_cache] param check failed, tensor_num_per_layer ({0}) is invalid, should [1, {1}]",
+            tensor_num_per_layer,
+            cache.cache_desc.num_tensors,
+        )
+        if isinstance(cache_key, CacheKey):
+            check_cache_key(cache_key)
+            packed = pack_cache_key(cache_key)
+        else:
+            packed = pack_cache_key_by_id(cache_key)
+        src_idx, dst_idx = layer_range_to_tensor_indices(
+            src_layer_range, dst_layer_range, tensor_num_per_layer
+        )
+        params: transfer.PullParams = (
+            size,
+            batch_index,
+            [],
+            [],
+            src_idx,
+            dst_idx,
+            -1,
+            -1,
+            tensor_num_per_layer,
+        )
+        with engine_call("[pull_cache]", f"cache_key = {cache_key}"):
+            transfer.pull(self._world, self._node, cache.cache_id, packed, params, blocks=False)
+        _log.info("[pull_cache] success")
+
+    # -- local copies --------------------------------------------------------------------------------
+
+    def copy_blocks(self, cache: Cache, copy_block_info: Dict[int, List[int]]) -> None:
+        check_isinstance("cache", cache, Cache)
+        check_isinstance("copy_block_info", copy_block_info, dict)
+        check_dict("copy_block_info", copy_block_info, int, list, int)
+        raise_if_false(cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
+        pairs = [(src, dst) for src, dsts in copy_block_info.items() for dst in dsts]
+        with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
+            transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
+
+    def copy_cache(
+        self,
+        dst: Cache,
+        src: Cache,
+        dst_batch_index: int = 0,
+        src_batch_index: int = 0,
+        offset: int = 0,
+        size: int = -1,
+        req_id: Optional[int] = None,
+    ) -> None:
+        check_isinstance("dst", dst, Cache)
+        check_isinstance("src", src, Cache)
+        check_uint32("dst_batch_index", dst_batch_index)
+        check_uint32("src_batch_index", src_batch_index)
+        check_uint64("offset", offset)
+        check_int64("size", size)
+        raise_if_true(src.is_blocks_cache, "param check failed, src cache can not be blocks cache.")
+        raise_if_true(dst.is_blocks_cache, "param check failed, dst cache can not be blocks cache.")
+        raise_if_false(
+            size == -1 or size > 0,
+            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
+            size,
+        )
+        if req_id is not None:
+            check_uint64("req_id", req_id)
+        else:
+            req_id = _INVALID_ID
+        param: Tuple[Any, ...] = (
+            dst.cache_id,
+            src.cache_id,
+            dst_batch_index,
+            src_batch_index,
+            offset,
+            size,
+            req_id,
+            [],
+        )
+        with engine_call("[copy_cache]", f"param = {param}"):
+            transfer.copy_cache(
+                self._world,
+                self._node,
+                dst.cache_id,
+                src.cache_id,
+                dst_batch_index,
+                src_batch_index,
+                offset,
+                size,
+            )
+
+    @staticmethod
+    def _verify_caches(src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
+        check_isinstance("src", src_cache, Cache)
+        check_isinstance("dst", dst_cache, Cache)
+        raise_if_false(src_cache.is_blocks_cache, "param check failed, src cache should be blocks cache.")
+        raise_if_false(dst_cache.is_blocks_cache, "param check failed, dst cache should be blocks cache.")
+        check_isinstance("src_to_dst", src_to_dst, dict, int)
+        src_block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
+        dst_block_size = dst_cache.cache_desc.size // dst_cache.cache_desc.batch_size
+        raise_if_false(
+            src_block_size == dst_block_size,
+            f"src block size:{src_block_size} and dst block size:{dst_block_size} must be equal",
+        )
+        src_num = src_cache.cache_desc.num_tensors
+        dst_num = dst_cache.cache_desc.num_tensors
+        raise_if_false(
+            src_num == dst_num, f"src num_tensors:{src_num} and dst num_tensors:{dst_num} must be equal"
+        )
+        src_block_num = src_cache.cache_desc.batch_size
+        dst_block_num = dst_cache.cache_desc.batch_size
+        for src_block_index, dst_block_index in src_to_dst.items():
+            raise_if_false(
+                0 <= src_block_index < src_block_num,
+                f"src_block_index:{src_block_index} must be in [0, {src_block_num})",
+            )
+            raise_if_false(
+                0 <= dst_block_index < dst_block_num,
+                f"dst_block_index:{dst_block_index} must be in [0, {dst_block_num})",
+            )
+
+    def swap_blocks(self, src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
+        self._verify_caches(src_cache, dst_cache, src_to_dst)
+        src_placement = src_cache.cache_desc.placement
+        dst_placement = dst_cache.cache_desc.placement
+        is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
+        is_swap_out = src_placement == Placement.DEVICE and dst_placement == Placement.HOST
+        raise_if_false(
+            is_swap_in or is_swap_out,
+            f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
+        )
+        block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
+        ranges = [
+            (dst_addr + d * block_size, src_addr + s * block_size, block_size)
+            for src_addr, dst_addr in zip(src_cache.tensor_addrs, dst_cache.tensor_addrs)
+            for s, d in src_to_dst.items()
+        ]
+        with engine_call("[swap_blocks]", "swap blocks failed"):
+            self._world.space_copy(ranges)
+
+    # -- not yet simulated ---------------------------------------------------------------------------
+
+    def transfer_cache_async(
+        self,
+        src_cache: Cache,
+        layer_synchronizer: LayerSynchronizer,
+        transfer_configs: Union[
+            List[Union[TransferConfig, TransferWithCacheKeyConfig]],
+            Tuple[Union[TransferConfig, TransferWithCacheKeyConfig], ...],
+        ],
+        src_block_indices: Optional[BlockList] = None,
+        dst_block_indices: Optional[BlockList] = None,
+        dst_block_memory_size: Optional[int] = None,
+    ) -> CacheTask:
+        check_isinstance("src_cache", src_cache, Cache, allow_none=False)
+        raise_if_true(
+            src_cache.cache_desc.placement == Placement.HOST, "src cache not support placement HOST"
+        )
+        with engine_call("[transfer_cache_async]", "transfer_cache_async"):
+            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "transfer_cache_async is not simulated yet")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check_push(
+        self,
+        func: str,
+        src_cache: Cache,
+        src_layer_range: Optional[range],
+        dst_layer_range: Optional[range],
+        tensor_num_per_layer: int,
+    ) -> None:
+        check_uint32("tensor_num_per_layer", tensor_num_per_layer)
+        raise_if_false(
+            tensor_num_per_layer > 0,
+            func + " param check failed, tensor_num_per_layer ({0}) is invalid, should [1, {1}]",
+            tensor_num_per_layer,
+            src_cache.cache_desc.num_tensors,
+        )
+        check_layer_range("src_layer_range", src_layer_range, True)
+        check_layer_range("dst_layer_range", dst_layer_range, True)
+        layers = range(0, src_cache.cache_desc.num_tensors // tensor_num_per_layer)
+        src_r = layers if src_layer_range is None else src_layer_range
+        dst_r = layers if dst_layer_range is None else dst_layer_range
+        raise_if_false(
+            len(src_r) == len(dst_r), "src_layer_range size should be equal to size of dst_layer_range size."
+        )
+
+    def push_cache(
+        self,
+        dst_cache_key: CacheKeyByIdAndIndex,
+        src_cache: Cache,
+        src_batch_index: int = 0,
+        src_layer_range: Optional[range] = None,
+        dst_layer_range: Optional[range] = None,
+        size: int = -1,
+        tensor_num_per_layer: int = _NUM_TENSORS_PER_LAYER,
+    ) -> None:
+        raise_if_false(
+            self._enable_remote_cache_accessible,
+            "push_cache is only supported while enable_remote_cache_accessible is True",
+        )
+        check_isinstance("dst_cache_key", dst_cache_key, [CacheKeyByIdAndIndex], allow_none=False)
+        check_isinstance("src_cache", src_cache, Cache, allow_none=False)
+        check_uint32("src_batch_index", src_batch_index)
+        raise_if_false(not src_cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
+        self._check_push("[push_cache]", src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer)
+        check_int64("size", size)
+        raise_if_false(
+            size == -1, "[push_cache] param check failed, size ({0}) is invalid, should be = -1.", size
+        )
+        with engine_call("[push_cache]", f"dst_cache_key = {dst_cache_key}"):
+            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "push_cache is not simulated yet")
+
+    def push_blocks(
+        self,
+        dst_cache_key: BlocksCacheKey,
+        src_cache: Cache,
+        src_blocks: Optional[BlockList] = (),
+        dst_blocks: BlockList = (),
+        src_layer_range: Optional[range] = None,
+        dst_layer_range: Optional[range] = None,
+        tensor_num_per_layer: int = _NUM_TENSORS_PER_LAYER,
+    ) -> None:
+        raise_if_false(
+            self._enable_remote_cache_accessible,
+            "push_blocks is only supported while enable_remote_cache_accessible is True",
+        )
+        check_isinstance("dst_cache_key", dst_cache_key, [BlocksCacheKey])
+        check_isinstance("src_cache", src_cache, Cache)
+        check_isinstance("src_blocks", src_blocks, [list, tuple], int)
+        check_isinstance("dst_blocks", dst_blocks, [list, tuple], int)
+        raise_if_false(src_cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
+        raise_if_false(len(dst_blocks) > 0, "dst_blocks can not be empty.")
+        self._check_push("[push_blocks]", src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer)
+        with engine_call("[push_blocks]", f"dst_cache_key = {dst_cache_key}"):
+            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "push_blocks is not simulated yet")
+
+    def remap_registered_memory(self, mem_infos: Union[MemInfo, List[MemInfo]]) -> None:
+        raise_if_false(
+            isinstance(mem_infos, (list, MemInfo)),
+            f"mem_infos type only support list of MemInfo or MemInfo, but got {type(mem_infos)}.",
+        )
+        mem_info_list = mem_infos if isinstance(mem_infos, list) else [mem_infos]
+        for i, mem_info in enumerate(mem_info_list):
+            raise_if_false(
+                isinstance(mem_info, MemInfo),
+                f"mem_infos[{i}] type only support MemInfo, but got {type(mem_info)}.",
+            )
+            raise_if_false(
+                mem_info.mem_type == Memtype.MEM_TYPE_DEVICE,
+                f"check mem_info.mem_type failed, only support Memtype.MEM_TYPE_DEVICE, index={i}.",
+            )
+            raise_if_false(
+                mem_info.addr != 0, f"check mem_info.addr failed, addr can not be zero, index={i}."
+            )
+            raise_if_false(mem_info.size > 0, f"check mem_info.size failed, size must be > 0, index={i}.")
+        _log.info("[remap_registered_memory] success, mem_infos size = %s", len(mem_info_list))

@@ -9,19 +9,18 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from datadist_sim._current import current_world
 from datadist_sim._world import links
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, Role
-from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist._engine import engine_call as _engine_call
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.status import (
     LLMException,
     LLMStatusCode,
     code_2_status,
-    handle_llm_status,
     raise_if_false,
     raise_if_true,
 )
@@ -52,15 +51,6 @@ _live: Dict[LLMDataDist, None] = {}
 engine outlives its Python handle."""
 
 Clusters = Union[List[LLMClusterInfo], Tuple[LLMClusterInfo, ...]]
-
-
-@contextlib.contextmanager
-def _engine_call(func_name: str, other_info: object) -> Iterator[None]:
-    """One engine call: a ``SimError`` leaves as the real ``LLMException`` message form."""
-    try:
-        yield
-    except SimError as exc:
-        handle_llm_status(exc.code, func_name, f"{other_info} ({exc.message})")
 
 
 class LLMDataDist:

@@ -1,0 +1,377 @@
+"""CacheManager (v2) conformance: key bookkeeping (§7.1), pulls with real bytes, memory codes (§9, §12)."""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+import pytest
+
+from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist.data_type import DataType
+from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
+from datadist_sim.llm_datadist.v2.cache_manager import CacheManager
+from datadist_sim.llm_datadist.v2.llm_types import (
+    BlocksCacheKey,
+    Cache,
+    CacheDesc,
+    CacheKey,
+    CacheKeyByIdAndIndex,
+    Placement,
+)
+
+from .conftest import D_ID, MIB, P_ID, make, pair, pool, v2_options
+
+S = LLMStatusCode
+PAD = CacheKey(P_ID, 2**64 - 1)
+
+
+def desc(batch: int = 2, num_tensors: int = 4, seq: int = 8, hidden: int = 16) -> CacheDesc:
+    return CacheDesc(num_tensors, [batch, seq, hidden], DataType.DT_FLOAT16)
+
+
+def views(world: SimWorld, cache: Cache) -> List[np.ndarray]:
+    from datadist_sim._world.address_space import tensor_views
+
+    return tensor_views(world.memory, cache.tensor_addrs, cache.cache_desc.shape, np.float16)
+
+
+def code_of(call: object) -> LLMStatusCode:
+    with pytest.raises(LLMException) as info:
+        call()  # type: ignore[operator]
+    return info.value.status_code
+
+
+def fill(world: SimWorld, cache: Cache, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    for v in views(world, cache):
+        v[...] = rng.standard_normal(v.shape).astype(np.float16)
+
+
+def test_cache_ids_start_at_1_in_allocation_order(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    cm = p.cache_manager
+    ids = [cm.allocate_cache(desc()).cache_id for _ in range(3)]
+    assert ids == [1, 2, 3]
+    assert cm.register_cache(desc(), [0x1000] * 4).cache_id == 4
+
+
+def test_pull_by_cache_key_moves_real_bytes_and_consumes_key(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 10), CacheKey(P_ID, 11)])
+    fill(world, src)
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    d.cache_manager.pull_cache(CacheKey(P_ID, 11), dst)
+    for s, t in zip(views(world, src), views(world, dst)):
+        assert np.array_equal(s[1], t[0])
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 11), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+    d.cache_manager.pull_cache(CacheKey(P_ID, 10), dst)
+    assert np.array_equal(views(world, src)[0][0], views(world, dst)[0][0])
+
+
+def test_pull_by_id_and_index_and_layer_range(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc())
+    fill(world, src, 1)
+    dst = d.cache_manager.allocate_cache(desc(batch=3))
+    d.cache_manager.pull_cache(
+        CacheKeyByIdAndIndex(P_ID, src.cache_id, 1),
+        dst,
+        2,
+        src_layer_range=range(1, 2),
+        dst_layer_range=range(0, 1),
+    )
+    sv, dv = views(world, src), views(world, dst)
+    assert np.array_equal(sv[2][1], dv[0][2])
+    assert np.array_equal(sv[3][1], dv[1][2])
+    assert not dv[2].any()
+    assert not dv[3].any()
+    assert not dv[0][:2].any()
+
+
+def test_second_pull_of_consumed_key_is_kv_cache_not_exist(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 5)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    d.cache_manager.pull_cache(CacheKey(P_ID, 5), dst)
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 5), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+
+
+def test_prefix_keys_are_not_consumed(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 2**64 - 1, prefix_id=3)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    d.cache_manager.pull_cache(CacheKey(P_ID, 2**64 - 1, prefix_id=3), dst)
+    d.cache_manager.pull_cache(CacheKey(P_ID, 2**64 - 1, prefix_id=3), dst)
+
+
+def test_missing_key_cache_id_or_batch_is_kv_cache_not_exist(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc())
+    cm = d.cache_manager
+    assert code_of(lambda: cm.pull_cache(CacheKey(P_ID, 99), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+    assert code_of(lambda: cm.pull_cache(CacheKeyByIdAndIndex(P_ID, 42), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+    by_batch = CacheKeyByIdAndIndex(P_ID, src.cache_id, 2)
+    assert code_of(lambda: cm.pull_cache(by_batch, dst)) is S.LLM_KV_CACHE_NOT_EXIST
+
+
+def test_unknown_local_cache_is_kv_cache_not_exist(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc())
+    d.cache_manager.deallocate_cache(dst)
+    ghost = Cache(dst.cache_id, dst.cache_desc, [], d.cache_manager, False, False)
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), ghost)) is S.LLM_KV_CACHE_NOT_EXIST
+
+
+def test_pull_without_link_is_not_yet_link(world: SimWorld) -> None:
+    p, d = pair(v2=True, link=False)
+    p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc())
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_NOT_YET_LINK
+
+
+def test_pull_from_own_cluster_is_param_invalid(world: SimWorld) -> None:
+    _, d = pair(v2=True)
+    dst = d.cache_manager.allocate_cache(desc())
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(D_ID, 1), dst)) is S.LLM_PARAM_INVALID
+
+
+def test_num_tensors_mismatch_is_param_invalid_and_changes_nothing(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(num_tensors=4), [CacheKey(P_ID, 1)])
+    fill(world, src)
+    dst = d.cache_manager.allocate_cache(desc(num_tensors=2))
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_PARAM_INVALID
+    assert not any(v.any() for v in views(world, dst))
+    # the key survives a failed pull
+    ok = d.cache_manager.allocate_cache(desc(num_tensors=4))
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), ok)
+
+
+def test_timeout_v2_is_llm_timeout_and_destination_unchanged(world: SimWorld) -> None:
+    world.config.bandwidth_bytes_per_s = 1e3
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    fill(world, src)
+    dst = d.cache_manager.allocate_cache(desc())
+    before = world.now()
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_TIMEOUT
+    assert world.now() - before == pytest.approx(1.0)
+    assert not any(v.any() for v in views(world, dst))
+
+
+def test_transfer_takes_bytes_over_bandwidth_plus_rtt(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    before = world.now()
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+    nbytes = 4 * 8 * 16 * 2
+    expected = nbytes / world.config.bandwidth_bytes_per_s + world.config.message_rtt_s
+    assert world.now() - before == pytest.approx(expected)
+
+
+def test_duplicate_keys_in_one_call_are_param_invalid(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    cm = p.cache_manager
+    assert (
+        code_of(lambda: cm.allocate_cache(desc(), [CacheKey(P_ID, 1), CacheKey(P_ID, 1)]))
+        is S.LLM_PARAM_INVALID
+    )
+    assert code_of(lambda: cm.allocate_cache(desc(), [PAD, PAD])) is S.LLM_PARAM_INVALID
+    assert p._node is not None
+    assert world.caches[P_ID].device_pool is not None
+    assert world.caches[P_ID].device_pool.used == 0
+
+
+def test_key_already_bound_is_param_invalid(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    cm = p.cache_manager
+    cm.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    assert code_of(lambda: cm.allocate_cache(desc(), [CacheKey(P_ID, 1)])) is S.LLM_PARAM_INVALID
+
+
+def test_too_many_keys_is_param_invalid(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    keys = [CacheKey(P_ID, i) for i in range(3)]
+    assert code_of(lambda: p.cache_manager.allocate_cache(desc(batch=2), keys)) is S.LLM_PARAM_INVALID
+
+
+def test_placeholder_keys_index_nothing(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(), [PAD, CacheKey(P_ID, 7)])
+    fill(world, src)
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    d.cache_manager.pull_cache(CacheKey(P_ID, 7), dst)
+    assert np.array_equal(views(world, src)[0][1], views(world, dst)[0][0])
+
+
+def test_deallocate_is_deferred_while_keys_remain(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    pool_ = world.caches[P_ID].device_pool
+    assert pool_ is not None
+    src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1), CacheKey(P_ID, 2)])
+    fill(world, src)
+    expected = views(world, src)[0][1].copy()
+    used = pool_.used
+    p.cache_manager.deallocate_cache(src)
+    assert src.tensor_addrs == []
+    assert pool_.used == used
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst)
+    assert np.array_equal(views(world, dst)[0][0], expected)
+    assert pool_.used == used
+    p.cache_manager.remove_cache_key(CacheKey(P_ID, 1))
+    assert pool_.used == 0
+
+
+def test_remove_cache_key_is_idempotent(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    p.cache_manager.remove_cache_key(CacheKey(P_ID, 1))
+    p.cache_manager.remove_cache_key(CacheKey(P_ID, 1))
+    p.cache_manager.remove_cache_key(CacheKey(P_ID, 12345))
+
+
+def test_deallocate_unknown_cache_is_a_no_op(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    c = p.cache_manager.allocate_cache(desc())
+    p.cache_manager.deallocate_cache(c)
+    p.cache_manager.deallocate_cache(c)
+
+
+def test_pool_exhausted_is_out_of_memory_and_nothing_leaks(world: SimWorld) -> None:
+    p = make(_prompt_role(), P_ID, v2_options(**{"llm.MemPoolConfig": pool(1 * MIB, 16)}))
+    cm = p.cache_manager
+    big = CacheDesc(4, [1, 128 * 1024], DataType.DT_UINT8)  # 4 x 128 KiB = 512 KiB
+    c1 = cm.allocate_cache(big)
+    assert (
+        code_of(lambda: cm.allocate_cache(CacheDesc(5, [1, 128 * 1024], DataType.DT_UINT8)))
+        is S.LLM_OUT_OF_MEMORY
+    )
+    pool_ = world.caches[P_ID].device_pool
+    assert pool_ is not None
+    assert pool_.used == 512 * 1024
+    cm.deallocate_cache(c1)
+    assert pool_.used == 0
+
+
+def test_no_pool_for_placement_is_param_invalid(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    host = CacheDesc(1, [1, 4], DataType.DT_FLOAT16, Placement.HOST)
+    assert code_of(lambda: p.cache_manager.allocate_cache(host)) is S.LLM_PARAM_INVALID
+
+
+def test_host_pool_allocation(world: SimWorld) -> None:
+    p = make(_prompt_role(), P_ID, v2_options(**{"llm.HostMemPoolConfig": pool(4 * MIB)}))
+    host = CacheDesc(2, [2, 8], DataType.DT_FLOAT16, Placement.HOST)
+    c = p.cache_manager.allocate_cache(host)
+    assert c.cache_id == 1
+    assert len(c.tensor_addrs) == 2
+
+
+def test_pull_blocks_moves_exactly_the_named_blocks(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    bdesc = CacheDesc(2, [8, 4, 16], DataType.DT_FLOAT16)
+    src = p.cache_manager.allocate_blocks_cache(bdesc, BlocksCacheKey(P_ID, 0))
+    fill(world, src, 5)
+    dst = d.cache_manager.allocate_blocks_cache(CacheDesc(2, [8, 4, 16], DataType.DT_FLOAT16))
+    d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [1, 3], [6, 0])
+    sv, dv = views(world, src), views(world, dst)
+    for s, t in zip(sv, dv):
+        assert np.array_equal(s[1], t[6])
+        assert np.array_equal(s[3], t[0])
+        assert not t[1:6].any()
+        assert not t[7].any()
+    # blocks keys are not consumed
+    d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [1], [2])
+
+
+def test_pull_blocks_from_contiguous_cache(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(CacheDesc(2, [1, 8, 16], DataType.DT_FLOAT16), [CacheKey(P_ID, 1)])
+    fill(world, src, 6)
+    dst = d.cache_manager.allocate_blocks_cache(CacheDesc(2, [8, 4, 16], DataType.DT_FLOAT16))
+    d.cache_manager.pull_blocks(CacheKey(P_ID, 1), dst, dst_blocks=[5, 2])
+    for s, t in zip(views(world, src), views(world, dst)):
+        assert np.array_equal(s[0][:4], t[5])
+        assert np.array_equal(s[0][4:], t[2])
+
+
+def test_registered_caches_move_bytes_in_place_and_are_not_consumed(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src_arrays = [np.arange(32, dtype=np.float16).reshape(1, 2, 16) + i for i in range(2)]
+    dst_arrays = [np.zeros((1, 2, 16), dtype=np.float16) for _ in range(2)]
+    rdesc = CacheDesc(2, [1, 2, 16], DataType.DT_FLOAT16)
+    p.cache_manager.register_cache(rdesc, [a.ctypes.data for a in src_arrays], [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.register_cache(
+        CacheDesc(2, [1, 2, 16], DataType.DT_FLOAT16), [a.ctypes.data for a in dst_arrays]
+    )
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+    for s, t in zip(src_arrays, dst_arrays):
+        assert np.array_equal(s, t)
+    d.cache_manager.unregister_cache(dst.cache_id)
+
+
+def test_register_checks(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    cm = p.cache_manager
+    assert code_of(lambda: cm.register_cache(desc(), [])) is S.LLM_PARAM_INVALID
+    assert code_of(lambda: cm.register_cache(desc(), [1, 2, 3])) is S.LLM_PARAM_INVALID
+    assert code_of(lambda: cm.register_cache(desc(), [1, 2, 3, 0])) is S.LLM_PARAM_INVALID
+    cm.set_is_call_linked()
+    assert (
+        code_of(lambda: cm.register_cache(desc(), [1, 2, 3, 4], remote_accessible=True))
+        is S.LLM_PARAM_INVALID
+    )
+
+
+def test_copy_cache_and_copy_blocks(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    cm: CacheManager = p.cache_manager
+    a = cm.allocate_cache(desc())
+    b = cm.allocate_cache(desc())
+    fill(world, a, 9)
+    cm.copy_cache(b, a, dst_batch_index=0, src_batch_index=1)
+    assert np.array_equal(views(world, a)[3][1], views(world, b)[3][0])
+    blocks = cm.allocate_blocks_cache(CacheDesc(1, [4, 8], DataType.DT_FLOAT16))
+    fill(world, blocks, 2)
+    cm.copy_blocks(blocks, {0: [2, 3]})
+    v = views(world, blocks)[0]
+    assert np.array_equal(v[0], v[2])
+    assert np.array_equal(v[0], v[3])
+    gone = cm.allocate_cache(desc())
+    cm.deallocate_cache(gone)
+    assert code_of(lambda: cm.copy_cache(gone, a)) is S.LLM_KV_CACHE_NOT_EXIST
+
+
+def test_swap_blocks_host_device(world: SimWorld) -> None:
+    opts = v2_options(**{"llm.HostMemPoolConfig": pool(4 * MIB)})
+    p = make(_prompt_role(), P_ID, opts)
+    cm = p.cache_manager
+    dev = cm.allocate_blocks_cache(CacheDesc(2, [4, 8], DataType.DT_FLOAT16))
+    host = cm.allocate_blocks_cache(CacheDesc(2, [4, 8], DataType.DT_FLOAT16, Placement.HOST))
+    fill(world, dev, 4)
+    cm.swap_blocks(dev, host, {1: 3})
+    for s, t in zip(views(world, dev), views(world, host)):
+        assert np.array_equal(s[1], t[3])
+
+
+def test_finalize_frees_every_cache(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    d.cache_manager.allocate_cache(desc())
+    assert world.memory.backed_bytes > 0
+    p.finalize()
+    d.finalize()
+    assert world.memory.backed_bytes == 0
+    assert world.caches == {}
+
+
+def _prompt_role():  # type: ignore[no-untyped-def]
+    from datadist_sim.llm_datadist.configs import LLMRole
+
+    return LLMRole.PROMPT
