@@ -1,14 +1,59 @@
 """``KvCacheManager`` (KvCacheManager mode, real module ``llm_datadist_v1.kv_cache_manager``).
 
-The data-plane methods (allocate/pull/copy/swap/transfer) arrive with the memory layer (issue 4); this
-holds the state the instance hands over at ``init`` and its role.
+Argument and role checks follow the real file in order; engine calls go to the instance's cache store in
+the world, whose ``SimError`` leaves as ``LLMException``. Differences from CacheManager mode (reference
+§7.2, §12): exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY``, a pull timeout ``LLM_WAIT_PROCESS_TIMEOUT``, and
+``deallocate_cache`` of an id the engine does not know is ``LLM_KV_CACHE_NOT_EXIST``.
+Not yet simulated: ``transfer_cache_async`` (``LLM_FEATURE_NOT_ENABLED`` after the role check).
 """
 
 from __future__ import annotations
 
+import logging
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import transfer
+from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
+from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist._engine import engine_call
 from datadist_sim.llm_datadist.configs import LLMRole
+from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
+from datadist_sim.llm_datadist.utils.utils import (
+    check_dict,
+    check_int32,
+    check_int64,
+    check_isinstance,
+    check_positive_or_set_default,
+    check_uint32,
+    check_uint64,
+)
+from datadist_sim.llm_datadist.v2.llm_types import (
+    BlocksCacheKey,
+    CacheDesc,
+    CacheKey,
+    CacheKeyByIdAndIndex,
+    CacheTask,
+    KvCache,
+    LayerSynchronizer,
+    Placement,
+    TransferConfig,
+)
+from datadist_sim.llm_datadist.v2.llm_utils import (
+    check_cache_key,
+    layer_range_to_tensor_indices,
+    pack_block_cache_key,
+    pack_cache_key,
+    pack_cache_key_by_id,
+)
+from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
+
+_log = logging.getLogger("datadist_sim.llm_datadist")
+_NUM_TENSORS_PER_LAYER = 2
+_INVALID_ID = 2**64 - 1
+Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 
 
 class KvCacheManager:
@@ -26,3 +71,328 @@ class KvCacheManager:
 
     def _switch_role(self, role: LLMRole) -> None:
         self._role = role
+
+    def _check_role(self, func_name: str, role: LLMRole) -> None:
+        raise_if_false(self._role == role, "{0} is not supported by {1}", func_name, self._role)
+
+    @staticmethod
+    def _is_cpu_cache(cache: KvCache) -> bool:
+        return cache.cache_desc.placement == Placement.HOST
+
+    @staticmethod
+    def check_cache_key(cache_key: CacheKey) -> None:
+        check_cache_key(cache_key)
+
+    def _store(self) -> NodeCaches:
+        return store_of(self._world, self._node)
+
+    def _allocate(self, func: str, cache_desc: CacheDesc, keys: List[Any], is_blocks: bool) -> KvCache:
+        tensor_size = cache_desc.size
+        entry: Optional[CacheEntry] = None
+        with engine_call(func, f"cache_desc = {cache_desc}"):
+            entry = self._store().allocate(
+                cache_desc.num_tensors,
+                tensor_size,
+                cache_desc.batch_size,
+                device=True,
+                is_blocks=is_blocks,
+                keys=keys,
+            )
+        assert entry is not None
+        per_device = [list(entry.addrs) for _ in range(max(self._node.device_num, 1))]
+        kv_cache = KvCache(entry.cache_id, cache_desc, per_device, self)
+        _log.info("%s success, cache_id = %d", func, kv_cache.cache_id)
+        return kv_cache
+
+    # -- allocation --------------------------------------------------------------------------------
+
+    def allocate_blocks_cache(
+        self, cache_desc: CacheDesc, blocks_cache_key: Optional[BlocksCacheKey] = None
+    ) -> KvCache:
+        check_isinstance("cache_desc", cache_desc, CacheDesc)
+        check_isinstance("blocks_cache_key", blocks_cache_key, BlocksCacheKey)
+        raise_if_false(cache_desc.num_tensors > 0, "num_tensors should be bigger than zero.")
+        raise_if_false(cache_desc.placement == Placement.DEVICE, "Only support allocate device cache")
+        if self._role == LLMRole.DECODER:
+            raise_if_false(blocks_cache_key is None, "blocks_cache_key is not supported by DECODER")
+        keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
+        return self._allocate("[allocate_blocks_cache]", cache_desc, keys, True)
+
+    def allocate_cache(self, cache_desc: CacheDesc, cache_keys: Keys = ()) -> KvCache:
+        check_isinstance("cache_desc", cache_desc, CacheDesc)
+        check_isinstance("cache_keys", cache_keys, [list, tuple], CacheKey)
+        raise_if_false(cache_desc.num_tensors > 0, "num_tensors should be bigger than zero.")
+        raise_if_false(cache_desc.placement == Placement.DEVICE, "Only support allocate device cache")
+        if self._role != LLMRole.PROMPT:
+            raise_if_false(len(cache_keys) == 0, "cache_keys is not supported by {0}", self._role.name)
+        keys = [pack_cache_key(key) for key in cache_keys]
+        return self._allocate("[allocate_cache]", cache_desc, keys, False)
+
+    def deallocate_cache(self, cache: KvCache) -> None:
+        check_isinstance("cache", cache, KvCache)
+        raise_if_true(self._is_cpu_cache(cache), "Only support device cache")
+        with engine_call("[deallocate_cache]", f"cache_id = {cache.cache_id}"):
+            self._store().deallocate(cache.cache_id, missing_ok=False)
+        cache._invalidate()
+
+    def remove_cache_key(self, cache_key: CacheKey) -> None:
+        self._check_role("[remove_cache_key]", LLMRole.PROMPT)
+        check_isinstance("cache_key", cache_key, CacheKey)
+        with engine_call("[remove_cache_key]", f"cache_key = {cache_key}"):
+            self._store().remove_key(pack_cache_key(cache_key))
+
+    # -- pulls -------------------------------------------------------------------------------------
+
+    def pull_blocks(
+        self,
+        prompt_cache_key: BlocksCacheKey,
+        decoder_kv_cache: KvCache,
+        prompt_blocks: List[int],
+        decoder_blocks: List[int],
+        **kwargs: Any,
+    ) -> None:
+        src_layer_range = kwargs.get("src_layer_range")
+        dst_layer_range = kwargs.get("dst_layer_range")
+        tensor_num_per_layer = kwargs.get("tensor_num_per_layer", _NUM_TENSORS_PER_LAYER)
+        self._check_role("[pull_blocks]", LLMRole.DECODER)
+        check_isinstance("prompt_cache_key", prompt_cache_key, BlocksCacheKey)
+        check_isinstance("decoder_kv_cache", decoder_kv_cache, KvCache)
+        check_isinstance("prompt_blocks", prompt_blocks, list, int)
+        check_isinstance("decoder_blocks", decoder_blocks, list, int)
+        raise_if_true(self._is_cpu_cache(decoder_kv_cache), "Only support device cache")
+        raise_if_false(len(prompt_blocks) > 0, "prompt_blocks can not be empty.")
+        raise_if_false(len(decoder_blocks) > 0, "decoder_blocks can not be empty.")
+        raise_if_false(
+            len(prompt_blocks) == len(decoder_blocks),
+            "Param prompt_blocks and decoder_blocks size should be same.",
+        )
+        check_uint32("tensor_num_per_layer", tensor_num_per_layer)
+        raise_if_false(
+            tensor_num_per_layer > 0,
+            "[pull_blocks] param check failed, tensor_num_per_layer ({0}) is invalid, should [1, {1}]",
+            tensor_num_per_layer,
+            decoder_kv_cache.cache_desc.num_tensors,
+        )
+        src_idx, dst_idx = layer_range_to_tensor_indices(
+            src_layer_range, dst_layer_range, tensor_num_per_layer
+        )
+        params: transfer.PullParams = (
+            -1,
+            0,
+            prompt_blocks,
+            decoder_blocks,
+            src_idx,
+            dst_idx,
+            -1,
+            -1,
+            tensor_num_per_layer,
+        )
+        with engine_call("[pull_blocks]", f"prompt_cache_key = {prompt_cache_key}"):
+            transfer.pull(
+                self._world,
+                self._node,
+                decoder_kv_cache.cache_id,
+                pack_block_cache_key(prompt_cache_key),
+                params,
+                blocks=True,
+            )
+
+    def pull_cache(
+        self,
+        cache_key: Union[CacheKey, CacheKeyByIdAndIndex],
+        kv_cache: KvCache,
+        batch_index: int = 0,
+        size: int = -1,
+        **kwargs: Any,
+    ) -> None:
+        src_layer_range = kwargs.get("src_layer_range")
+        dst_layer_range = kwargs.get("dst_layer_range")
+        src_cache_offset = kwargs.get("src_cache_offset")
+        dst_cache_offset = kwargs.get("dst_cache_offset")
+        tensor_num_per_layer = kwargs.get("tensor_num_per_layer", _NUM_TENSORS_PER_LAYER)
+        self._check_role("[pull_cache]", LLMRole.DECODER)
+        check_isinstance("cache_key", cache_key, [CacheKey, CacheKeyByIdAndIndex])
+        check_isinstance("kv_cache", kv_cache, KvCache)
+        raise_if_true(self._is_cpu_cache(kv_cache), "Only support device cache")
+        check_int64("size", size)
+        check_uint32("batch_index", batch_index)
+        raise_if_false(
+            size == -1 or size > 0,
+            "[pull_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
+            size,
+        )
+        src_off = check_positive_or_set_default("src_cache_offset", src_cache_offset)
+        dst_off = check_positive_or_set_default("dst_cache_offset", dst_cache_offset)
+        if isinstance(cache_key, CacheKey):
+            check_cache_key(cache_key)
+            packed = pack_cache_key(cache_key)
+        else:
+            packed = pack_cache_key_by_id(cache_key)
+        check_uint32("tensor_num_per_layer", tensor_num_per_layer)
+        raise_if_false(
+            tensor_num_per_layer > 0,
+            "[pull_cache] param check failed, tensor_num_per_layer ({0}) is invalid, should [1, {1}]",
+            tensor_num_per_layer,
+            kv_cache.cache_desc.num_tensors,
+        )
+        src_idx, dst_idx = layer_range_to_tensor_indices(
+            src_layer_range, dst_layer_range, tensor_num_per_layer
+        )
+        params: transfer.PullParams = (
+            size,
+            batch_index,
+            [],
+            [],
+            src_idx,
+            dst_idx,
+            src_off,
+            dst_off,
+            tensor_num_per_layer,
+        )
+        with engine_call("[pull_cache]", f"cache_key = {cache_key}"):
+            transfer.pull(self._world, self._node, kv_cache.cache_id, packed, params, blocks=False)
+
+    # -- local copies --------------------------------------------------------------------------------
+
+    def copy_blocks(self, cache: KvCache, copy_block_info: Dict[int, List[int]]) -> None:
+        check_isinstance("cache", cache, KvCache)
+        check_isinstance("copy_block_info", copy_block_info, dict)
+        check_dict("copy_block_info", copy_block_info, int, list, int)
+        raise_if_true(self._is_cpu_cache(cache), "Only support device cache")
+        pairs: List[Tuple[int, int]] = []
+        for src_block, dst_blocks in copy_block_info.items():
+            check_uint64("src_block", src_block)
+            for dst_block in dst_blocks:
+                check_uint64("dst_block", dst_block)
+                pairs.append((src_block, dst_block))
+        with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
+            transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
+
+    def copy_cache(
+        self,
+        dst: KvCache,
+        src: KvCache,
+        dst_batch_index: int = 0,
+        src_batch_index: int = 0,
+        offset: int = 0,
+        size: int = -1,
+        req_id: Optional[int] = None,
+    ) -> None:
+        check_isinstance("dst", dst, KvCache)
+        raise_if_true(self._is_cpu_cache(dst), "Only support device cache")
+        check_isinstance("src", src, KvCache)
+        raise_if_true(self._is_cpu_cache(src), "Only support device cache")
+        check_uint32("dst_batch_index", dst_batch_index)
+        check_uint32("src_batch_index", src_batch_index)
+        check_uint64("offset", offset)
+        check_int64("size", size)
+        raise_if_false(
+            size == -1 or size > 0,
+            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
+            size,
+        )
+        if req_id is not None:
+            check_isinstance("req_id", req_id, int)
+        else:
+            req_id = _INVALID_ID
+        param: Tuple[Any, ...] = (
+            dst.cache_id,
+            src.cache_id,
+            dst_batch_index,
+            src_batch_index,
+            offset,
+            size,
+            req_id,
+            [],
+        )
+        with engine_call("[copy_cache]", f"param = {param}"):
+            transfer.copy_cache(
+                self._world,
+                self._node,
+                dst.cache_id,
+                src.cache_id,
+                dst_batch_index,
+                src_batch_index,
+                offset,
+                size,
+            )
+
+    def get_cache_tensors(self, cache: KvCache, tensor_index: int = 0) -> List[Tensor]:
+        """One ``Tensor`` per device, aliasing the cache tensor's simulated memory."""
+        check_isinstance("cache", cache, KvCache)
+        check_int32("tensor_index", tensor_index)
+        raise_if_false(
+            0 <= tensor_index < cache.cache_desc.num_tensors,
+            "[get_cache_tensors] param check failed, tensor_index ({0}) out of range, [0, {1})",
+            tensor_index,
+            cache.cache_desc.num_tensors,
+        )
+        desc = TensorDesc(cache.cache_desc.data_type, list(cache.cache_desc.shape))
+        tensors: List[Tensor] = []
+        with engine_call("[get_cache_tensors]", {"cache_id": cache.cache_id, "tensor_index": tensor_index}):
+            entry = self._store().live(cache.cache_id)
+            for _ in cache.per_device_tensor_addrs:
+                raw = self._world.memory.view(entry.addrs[tensor_index], entry.tensor_size)
+                tensors.append(Tensor._from_buffer(raw, desc))
+        return tensors
+
+    @staticmethod
+    def _verify_caches(src: KvCache, dst: KvCache, src_to_dst: Dict[int, int]) -> None:
+        check_isinstance("src", src, KvCache)
+        check_isinstance("dst", dst, KvCache)
+        check_isinstance("src_to_dst", src_to_dst, dict, int)
+        src_block_size = src.cache_desc.size // src.cache_desc.batch_size
+        dst_block_size = dst.cache_desc.size // dst.cache_desc.batch_size
+        raise_if_false(
+            src_block_size == dst_block_size,
+            f"src block size:{src_block_size} and dst block size:{dst_block_size} must be equal",
+        )
+        src_num = src.cache_desc.num_tensors
+        dst_num = dst.cache_desc.num_tensors
+        raise_if_false(
+            src_num == dst_num, f"src num_tensors:{src_num} and dst num_tensors:{dst_num} must be equal"
+        )
+        for src_block_index, dst_block_index in src_to_dst.items():
+            raise_if_false(
+                0 <= src_block_index < src.cache_desc.batch_size,
+                f"src_block_index:{src_block_index} must be in [0, {src.cache_desc.batch_size})",
+            )
+            raise_if_false(
+                0 <= dst_block_index < dst.cache_desc.batch_size,
+                f"dst_block_index:{dst_block_index} must be in [0, {dst.cache_desc.batch_size})",
+            )
+
+    def swap_blocks(self, src: KvCache, dst: KvCache, src_to_dst: Dict[int, int]) -> None:
+        self._verify_caches(src, dst, src_to_dst)
+        src_placement = src.cache_desc.placement
+        dst_placement = dst.cache_desc.placement
+        is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
+        is_swap_out = src_placement == Placement.DEVICE and dst_placement == Placement.HOST
+        raise_if_false(
+            is_swap_in or is_swap_out,
+            f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
+        )
+        block_size = src.cache_desc.size // src.cache_desc.batch_size
+        ranges = [
+            (dst_addr + d * block_size, src_addr + s * block_size, block_size)
+            for src_addrs, dst_addrs in zip(src.per_device_tensor_addrs, dst.per_device_tensor_addrs)
+            for src_addr, dst_addr in zip(src_addrs, dst_addrs)
+            for s, d in src_to_dst.items()
+        ]
+        with engine_call("[swap_blocks]", "swap blocks failed"):
+            self._world.space_copy(ranges)
+
+    def transfer_cache_async(
+        self,
+        src_cache: KvCache,
+        layer_synchronizer: LayerSynchronizer,
+        transfer_configs: Union[List[TransferConfig], Tuple[TransferConfig, ...]],
+        src_block_indices: Optional[Union[List[int], Tuple[int, ...]]] = None,
+        dst_block_indices: Optional[Union[List[int], Tuple[int, ...]]] = None,
+        dst_block_memory_size: Optional[int] = None,
+    ) -> CacheTask:
+        self._check_role("[transfer_cache_async]", LLMRole.PROMPT)
+        check_isinstance("src_cache", src_cache, KvCache, allow_none=False)
+        with engine_call("[transfer_cache_async]", "transfer_cache_async"):
+            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "transfer_cache_async is not simulated yet")
+        raise AssertionError("unreachable")  # pragma: no cover
