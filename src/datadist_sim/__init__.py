@@ -18,6 +18,9 @@ from datadist_sim._status_table import STATUS_TABLE as STATUS_TABLE
 from datadist_sim._status_table import StatusInfo as StatusInfo
 from datadist_sim._status_table import retryable_codes as retryable_codes
 from datadist_sim._status_table import status_info as status_info
+
+# issue 4 (data plane): numpy views of a cache's tensors
+from datadist_sim._views import tensor_views as tensor_views
 from datadist_sim._world.clock import RealClock as RealClock
 from datadist_sim._world.clock import VirtualClock as VirtualClock
 from datadist_sim._world.world import SimConfig as SimConfig
