@@ -375,3 +375,49 @@ def _prompt_role():  # type: ignore[no-untyped-def]
     from datadist_sim.llm_datadist.configs import LLMRole
 
     return LLMRole.PROMPT
+
+
+def test_push_cache_writes_remote_batch_layer_by_layer(world: SimWorld) -> None:
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    dst = p.cache_manager.allocate_cache(desc())
+    src = d.cache_manager.allocate_cache(desc(batch=1))
+    fill(world, src, 12)
+    d.cache_manager.push_cache(
+        CacheKeyByIdAndIndex(P_ID, dst.cache_id, 1),
+        src,
+        src_layer_range=range(0, 1),
+        dst_layer_range=range(1, 2),
+    )
+    sv, dv = views(world, src), views(world, dst)
+    assert np.array_equal(sv[0][0], dv[2][1])
+    assert np.array_equal(sv[1][0], dv[3][1])
+    assert not dv[0].any()
+    assert not dv[2][0].any()
+
+
+def test_push_blocks_writes_named_remote_blocks(world: SimWorld) -> None:
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    bdesc = CacheDesc(2, [8, 4, 16], DataType.DT_FLOAT16)
+    dst = p.cache_manager.allocate_blocks_cache(bdesc, BlocksCacheKey(P_ID, 0))
+    src = d.cache_manager.allocate_blocks_cache(CacheDesc(2, [8, 4, 16], DataType.DT_FLOAT16))
+    fill(world, src, 13)
+    d.cache_manager.push_blocks(BlocksCacheKey(P_ID, 0), src, [2, 3], [7, 1])
+    for s, t in zip(views(world, src), views(world, dst)):
+        assert np.array_equal(s[2], t[7])
+        assert np.array_equal(s[3], t[1])
+
+
+def test_push_needs_remote_cache_accessible(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    dst = p.cache_manager.allocate_cache(desc())
+    src = d.cache_manager.allocate_cache(desc())
+    key = CacheKeyByIdAndIndex(P_ID, dst.cache_id)
+    assert code_of(lambda: d.cache_manager.push_cache(key, src)) is S.LLM_PARAM_INVALID
+
+
+def test_remote_accessible_pull_needs_cache_key_by_id(world: SimWorld) -> None:
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc())
+    with pytest.raises(TypeError):
+        d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import List, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import CacheEntry, PackedKey, store_of
+from datadist_sim._world.caches import CacheEntry, NodeCaches, PackedKey, store_of
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
@@ -110,42 +110,77 @@ def _blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: Pul
     return ranges
 
 
+def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> NodeCaches:
+    """The store of a linked peer: own cluster is PARAM_INVALID, no (ready) link NOT_YET_LINK."""
+    if remote_id == node.cluster_id:
+        raise SimError(_P, f"data can not be {verb} own cluster")
+    peer = node.peers.get(remote_id)
+    remote = world.node(remote_id)
+    if peer is None or peer.since > world.now() or remote is None or not remote.alive:
+        raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"cluster {remote_id} is not linked")
+    return store_of(world, remote)
+
+
+def _move(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range]) -> None:
+    """Spend the transfer time and move the bytes, or time out with nothing moved."""
+    nbytes = sum(r[2] for r in ranges)
+    seconds = nbytes / world.config.bandwidth_bytes_per_s + world.config.message_rtt_s
+    limit = node.settings.sync_kv_timeout_ms / 1000.0
+    if seconds > limit:
+        world.elapse(limit)
+        world.record(node.cluster_id, op, timeout_code(node.mode).name, f"{nbytes} B")
+        raise SimError(
+            timeout_code(node.mode),
+            f"transfer of {nbytes} B needs {seconds:.3f} s > sync_kv_timeout {limit:.3f} s",
+        )
+    world.space_copy(ranges)
+    world.elapse(seconds)
+    world.record(node.cluster_id, op, "LLM_SUCCESS", f"{nbytes} B")
+
+
 def pull(
     world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, *, blocks: bool
 ) -> None:
     """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id``; all or nothing."""
     with world.lock:
-        local = store_of(world, node)
-        dst = local.live(dst_cache_id)
-        remote_id = key[0]
-        if remote_id == node.cluster_id:
-            raise SimError(_P, "data can not be pulled from own cluster")
-        peer = node.peers.get(remote_id)
-        remote = world.node(remote_id)
-        if peer is None or peer.since > world.now() or remote is None or not remote.alive:
-            raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"cluster {remote_id} is not linked")
-        store = store_of(world, remote)
+        dst = store_of(world, node).live(dst_cache_id)
+        store = _remote(world, node, key[0], "pulled from")
         with store.lock:
             src, src_batch, consume = store.lookup(key)
             if blocks:
                 ranges = _blocks_ranges(src, src_batch, dst, params)
             else:
                 ranges = _contiguous_ranges(src, src_batch, dst, params)
-            nbytes = sum(r[2] for r in ranges)
-            seconds = nbytes / world.config.bandwidth_bytes_per_s + world.config.message_rtt_s
-            limit = node.settings.sync_kv_timeout_ms / 1000.0
-            if seconds > limit:
-                world.elapse(limit)
-                world.record(node.cluster_id, "pull", timeout_code(node.mode).name, f"{nbytes} B")
-                raise SimError(
-                    timeout_code(node.mode),
-                    f"transfer of {nbytes} B needs {seconds:.3f} s > sync_kv_timeout {limit:.3f} s",
-                )
-            world.space_copy(ranges)
-            world.elapse(seconds)
+            _move(world, node, "pull", ranges)
             if consume is not None and not src.registered:
                 store._drop_key(src, consume)
-            world.record(node.cluster_id, "pull", "LLM_SUCCESS", f"{nbytes} B from {remote_id}")
+
+
+def push(
+    world: SimWorld,
+    node: ClusterNode,
+    src_cache_id: int,
+    src_batch: int,
+    key: PackedKey,
+    params: PullParams,
+    *,
+    blocks: bool,
+) -> None:
+    """Write the local cache ``src_cache_id`` into what ``key`` names on its cluster; never consumes keys.
+
+    ``params`` is read as for a pull, with its batch index naming the *remote* batch.
+    """
+    with world.lock:
+        src = store_of(world, node).live(src_cache_id)
+        store = _remote(world, node, key[0], "pushed to")
+        with store.lock:
+            dst, dst_batch, _ = store.lookup(key)
+            if blocks:
+                ranges = _blocks_ranges(src, src_batch, dst, params)
+            else:
+                moved = (params[0], dst_batch, *params[2:])
+                ranges = _contiguous_ranges(src, src_batch, dst, moved)
+            _move(world, node, "push", ranges)
 
 
 def copy_cache(

@@ -2,7 +2,7 @@
 
 Argument checks follow the real file in order; every engine call goes to the instance's cache store in
 the world (``_world.caches``/``_world.transfer``), whose ``SimError`` leaves as ``LLMException``.
-Not yet simulated: ``push_cache``, ``push_blocks``, ``transfer_cache_async`` (they raise
+Not yet simulated: ``transfer_cache_async`` (it raises
 ``LLM_FEATURE_NOT_ENABLED`` after the real argument checks) and ``remap_registered_memory`` (a no-op
 after its checks; the docs call it reserved).
 """
@@ -499,6 +499,18 @@ class CacheManager:
             len(src_r) == len(dst_r), "src_layer_range size should be equal to size of dst_layer_range size."
         )
 
+    @staticmethod
+    def _layer_pairs(
+        src_cache: Cache,
+        src_layer_range: Optional[range],
+        dst_layer_range: Optional[range],
+        tensor_num_per_layer: int,
+    ) -> List[Tuple[int, int]]:
+        layers = range(0, src_cache.cache_desc.num_tensors // tensor_num_per_layer)
+        src_r = layers if src_layer_range is None else src_layer_range
+        dst_r = layers if dst_layer_range is None else dst_layer_range
+        return list(zip(src_r, dst_r))
+
     def push_cache(
         self,
         dst_cache_key: CacheKeyByIdAndIndex,
@@ -522,8 +534,17 @@ class CacheManager:
         raise_if_false(
             size == -1, "[push_cache] param check failed, size ({0}) is invalid, should be = -1.", size
         )
-        with engine_call("[push_cache]", f"dst_cache_key = {dst_cache_key}"):
-            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "push_cache is not simulated yet")
+        key = pack_cache_key_by_id(dst_cache_key)
+        for src_layer, dst_layer in self._layer_pairs(
+            src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer
+        ):
+            src_idx = list(range(src_layer * tensor_num_per_layer, (src_layer + 1) * tensor_num_per_layer))
+            dst_idx = list(range(dst_layer * tensor_num_per_layer, (dst_layer + 1) * tensor_num_per_layer))
+            params: transfer.PullParams = (-1, 0, [], [], src_idx, dst_idx, -1, -1, tensor_num_per_layer)
+            with engine_call("[push_cache]", f"dst_cache_key = {dst_cache_key}"):
+                transfer.push(
+                    self._world, self._node, src_cache.cache_id, src_batch_index, key, params, blocks=False
+                )
 
     def push_blocks(
         self,
@@ -546,8 +567,26 @@ class CacheManager:
         raise_if_false(src_cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
         raise_if_false(len(dst_blocks) > 0, "dst_blocks can not be empty.")
         self._check_push("[push_blocks]", src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer)
-        with engine_call("[push_blocks]", f"dst_cache_key = {dst_cache_key}"):
-            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "push_blocks is not simulated yet")
+        key = pack_block_cache_key(dst_cache_key)
+        src_list = list(src_blocks) if src_blocks is not None else []
+        for src_layer, dst_layer in self._layer_pairs(
+            src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer
+        ):
+            src_idx = list(range(src_layer * tensor_num_per_layer, (src_layer + 1) * tensor_num_per_layer))
+            dst_idx = list(range(dst_layer * tensor_num_per_layer, (dst_layer + 1) * tensor_num_per_layer))
+            params: transfer.PullParams = (
+                -1,
+                0,
+                src_list,
+                list(dst_blocks),
+                src_idx,
+                dst_idx,
+                -1,
+                -1,
+                tensor_num_per_layer,
+            )
+            with engine_call("[push_blocks]", f"dst_cache_key = {dst_cache_key}"):
+                transfer.push(self._world, self._node, src_cache.cache_id, 0, key, params, blocks=True)
 
     def remap_registered_memory(self, mem_infos: Union[MemInfo, List[MemInfo]]) -> None:
         raise_if_false(
