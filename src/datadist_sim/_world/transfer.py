@@ -222,3 +222,57 @@ def copy_blocks(world: SimWorld, node: ClusterNode, cache_id: int, pairs: Sequen
             if not (0 <= s < entry.batch_size and 0 <= d < entry.batch_size):
                 raise SimError(_P, f"block pair {s}->{d} out of range [0, {entry.batch_size})")
         world.space_copy([(a + d * block, a + s * block, block) for a in entry.addrs for s, d in pairs])
+
+
+def push_to_addrs(
+    world: SimWorld,
+    node: ClusterNode,
+    remote_id: int,
+    src_cache_id: int,
+    src_batch: int,
+    tensor_indices: Sequence[int],
+    dst_addrs: Sequence[int],
+    src_blocks: Sequence[int],
+    dst_blocks: Sequence[int],
+    dst_block_size: int,
+) -> None:
+    """``transfer_cache_async`` with a ``TransferConfig``: write local tensors to remote raw addresses.
+
+    Contiguous source: the batch slice of each tensor goes to its address, or, with ``dst_blocks``,
+    in ``dst_block_size`` chunks to ``addr + block * dst_block_size``. Blocks source: each
+    ``src_blocks[j]`` goes to ``addr + dst_blocks[j] * dst_block_size`` (``dst_block_size`` 0 means the
+    source block size).
+    """
+    with world.lock:
+        src = store_of(world, node).live(src_cache_id)
+        _remote(world, node, remote_id, "pushed to")
+        if len(tensor_indices) != len(dst_addrs):
+            raise SimError(_P, f"{len(tensor_indices)} tensors but {len(dst_addrs)} dst addrs")
+        ranges: List[Range] = []
+        for index, dst_addr in zip(tensor_indices, dst_addrs):
+            if not 0 <= index < src.num_tensors:
+                raise SimError(_P, f"tensor index {index} out of range [0, {src.num_tensors})")
+            base = src.addrs[index]
+            if src_blocks:
+                block = src.batch_bytes
+                step = dst_block_size or block
+                for sb, db in zip(src_blocks, dst_blocks):
+                    if not 0 <= sb < src.batch_size:
+                        raise SimError(_P, f"src block {sb} out of range [0, {src.batch_size})")
+                    ranges.append((dst_addr + db * step, base + sb * block, block))
+                continue
+            if src_batch >= src.batch_size:
+                raise SimError(_P, f"src_batch_index {src_batch} >= batch size {src.batch_size}")
+            start = base + src_batch * src.batch_bytes
+            if not dst_blocks:
+                ranges.append((dst_addr, start, src.batch_bytes))
+                continue
+            if dst_block_size <= 0:
+                raise SimError(_P, "dst_block_memory_size must be > 0 for a cache-to-blocks transfer")
+            for j, db in enumerate(dst_blocks):
+                offset = j * dst_block_size
+                if offset >= src.batch_bytes:
+                    break
+                size = min(dst_block_size, src.batch_bytes - offset)
+                ranges.append((dst_addr + db * dst_block_size, start + offset, size))
+        _move(world, node, "transfer", ranges)

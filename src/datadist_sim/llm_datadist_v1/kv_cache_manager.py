@@ -4,7 +4,6 @@ Argument and role checks follow the real file in order; engine calls go to the i
 the world, whose ``SimError`` leaves as ``LLMException``. Differences from CacheManager mode (reference
 §7.2, §12): exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY``, a pull timeout ``LLM_WAIT_PROCESS_TIMEOUT``, and
 ``deallocate_cache`` of an id the engine does not know is ``LLM_KV_CACHE_NOT_EXIST``.
-Not yet simulated: ``transfer_cache_async`` (``LLM_FEATURE_NOT_ENABLED`` after the role check).
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import transfer
 from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
-from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist._async import start_transfer
 from datadist_sim.llm_datadist._engine import engine_call
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
@@ -393,6 +392,14 @@ class KvCacheManager:
     ) -> CacheTask:
         self._check_role("[transfer_cache_async]", LLMRole.PROMPT)
         check_isinstance("src_cache", src_cache, KvCache, allow_none=False)
-        with engine_call("[transfer_cache_async]", "transfer_cache_async"):
-            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "transfer_cache_async is not simulated yet")
-        raise AssertionError("unreachable")  # pragma: no cover
+        return start_transfer(
+            self._world,
+            self._node,
+            src_cache,
+            layer_synchronizer,
+            transfer_configs,
+            src_block_indices,
+            dst_block_indices,
+            dst_block_memory_size,
+            default_error_code=LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT,
+        )

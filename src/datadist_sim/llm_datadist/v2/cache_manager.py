@@ -2,9 +2,7 @@
 
 Argument checks follow the real file in order; every engine call goes to the instance's cache store in
 the world (``_world.caches``/``_world.transfer``), whose ``SimError`` leaves as ``LLMException``.
-Not yet simulated: ``transfer_cache_async`` (it raises
-``LLM_FEATURE_NOT_ENABLED`` after the real argument checks) and ``remap_registered_memory`` (a no-op
-after its checks; the docs call it reserved).
+``remap_registered_memory`` is a no-op after its checks (the docs call it reserved).
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist._async import start_transfer
 from datadist_sim.llm_datadist._engine import engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -471,9 +470,18 @@ class CacheManager:
         raise_if_true(
             src_cache.cache_desc.placement == Placement.HOST, "src cache not support placement HOST"
         )
-        with engine_call("[transfer_cache_async]", "transfer_cache_async"):
-            raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "transfer_cache_async is not simulated yet")
-        raise AssertionError("unreachable")  # pragma: no cover
+        return start_transfer(
+            self._world,
+            self._node,
+            src_cache,
+            layer_synchronizer,
+            transfer_configs,
+            src_block_indices,
+            dst_block_indices,
+            dst_block_memory_size,
+            default_error_code=LLMStatusCode.LLM_TIMEOUT,
+            enable_remote_cache=self._enable_remote_cache_accessible,
+        )
 
     def _check_push(
         self,

@@ -1,0 +1,134 @@
+"""transfer_cache_async (both managers): layer-by-layer sends after synchronize_layer, CacheTask results."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import numpy as np
+import pytest
+
+import datadist_sim
+from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist.data_type import DataType
+from datadist_sim.llm_datadist.status import LLMStatusCode
+from datadist_sim.llm_datadist.v2.llm_types import (
+    BlocksCacheKey,
+    CacheDesc,
+    CacheKeyByIdAndIndex,
+    LayerSynchronizer,
+    TransferConfig,
+    TransferWithCacheKeyConfig,
+)
+
+from .conftest import D_ID, P_ID, pair
+
+S = LLMStatusCode
+
+
+class Sync(LayerSynchronizer):
+    def __init__(self, fail_at: Optional[int] = None) -> None:
+        self.seen: List[int] = []
+        self.fail_at = fail_at
+
+    def synchronize_layer(self, layer_index: int, timeout_in_millis: Optional[int]) -> bool:
+        self.seen.append(layer_index)
+        return layer_index != self.fail_at
+
+
+def desc(batch: int = 2) -> CacheDesc:
+    return CacheDesc(4, [batch, 4, 8], DataType.DT_FLOAT16)
+
+
+def fill(cache: object, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for v in datadist_sim.tensor_views(cache):  # type: ignore[arg-type]
+        v[...] = rng.standard_normal(v.shape).astype(np.float16)
+
+
+def test_v2_transfer_config_writes_dst_addrs_per_layer(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    fill(src, 1)
+    sync = Sync()
+    config = TransferConfig(D_ID, dst.tensor_addrs, src_batch_index=1)
+    task = p.cache_manager.transfer_cache_async(src, sync, [config])
+    assert task.synchronize() is S.LLM_SUCCESS
+    assert task.get_results() == [S.LLM_SUCCESS]
+    assert sync.seen == [0, 1]
+    for s, t in zip(datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)):
+        assert np.array_equal(s[1], t[0])
+
+
+def test_v2_failed_synchronize_layer_is_param_invalid(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    task = p.cache_manager.transfer_cache_async(
+        src, Sync(fail_at=1), [TransferConfig(D_ID, dst.tensor_addrs)]
+    )
+    assert task.synchronize() is S.LLM_PARAM_INVALID
+
+
+def test_v2_unlinked_destination_is_not_yet_link(world: SimWorld) -> None:
+    p, d = pair(v2=True, link=False)
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    task = p.cache_manager.transfer_cache_async(src, Sync(), [TransferConfig(D_ID, dst.tensor_addrs)])
+    assert task.get_results() == [S.LLM_NOT_YET_LINK]
+
+
+def test_v2_remote_accessible_with_cache_keys(world: SimWorld) -> None:
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    src = p.cache_manager.allocate_blocks_cache(CacheDesc(4, [8, 4, 8], DataType.DT_FLOAT16))
+    dst = d.cache_manager.allocate_blocks_cache(
+        CacheDesc(4, [8, 4, 8], DataType.DT_FLOAT16), BlocksCacheKey(D_ID)
+    )
+    fill(src, 2)
+    config = TransferWithCacheKeyConfig(BlocksCacheKey(D_ID), range(0, 2), range(0, 2))
+    task = p.cache_manager.transfer_cache_async(src, Sync(), [config], [1, 2], [5, 6])
+    assert task.synchronize() is S.LLM_SUCCESS
+    for s, t in zip(datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)):
+        assert np.array_equal(s[1], t[5])
+        assert np.array_equal(s[2], t[6])
+    with pytest.raises(TypeError):
+        p.cache_manager.transfer_cache_async(src, Sync(), [TransferConfig(D_ID, [1, 2, 3, 4])])
+
+
+def test_v2_cache_key_by_id_target(world: SimWorld) -> None:
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc())
+    fill(src, 3)
+    config = TransferWithCacheKeyConfig(CacheKeyByIdAndIndex(D_ID, dst.cache_id, 1), range(0, 1), range(1, 2))
+    assert p.cache_manager.transfer_cache_async(src, Sync(), [config]).synchronize() is S.LLM_SUCCESS
+    sv, dv = datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)
+    assert np.array_equal(sv[0][0], dv[2][1])
+    assert np.array_equal(sv[1][0], dv[3][1])
+    assert not dv[0].any()
+
+
+def test_v1_transfer_prompt_only_and_moves_bytes(world: SimWorld) -> None:
+    p, d = pair(v2=False)
+    src = p.kv_cache_manager.allocate_cache(desc(batch=1))
+    dst = d.kv_cache_manager.allocate_cache(desc(batch=1))
+    fill(src, 4)
+    config = TransferConfig(D_ID, dst.per_device_tensor_addrs[0])
+    assert p.kv_cache_manager.transfer_cache_async(src, Sync(), [config]).synchronize() is S.LLM_SUCCESS
+    for s, t in zip(datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)):
+        assert np.array_equal(s, t)
+    from datadist_sim.llm_datadist.status import LLMException
+
+    with pytest.raises(LLMException) as info:
+        d.kv_cache_manager.transfer_cache_async(dst, Sync(), [TransferConfig(P_ID, [1, 2, 3, 4])])
+    assert info.value.status_code is S.LLM_PARAM_INVALID
+
+
+def test_dst_layer_range_is_indexed_by_absolute_layer_as_in_real(world: SimWorld) -> None:
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc())
+    config = TransferWithCacheKeyConfig(CacheKeyByIdAndIndex(D_ID, dst.cache_id), range(1, 2), range(0, 1))
+    task = p.cache_manager.transfer_cache_async(src, Sync(), [config])
+    assert task.get_results() == [None]
+    assert task.synchronize() is S.LLM_SUCCESS
