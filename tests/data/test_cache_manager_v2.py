@@ -421,3 +421,35 @@ def test_remote_accessible_pull_needs_cache_key_by_id(world: SimWorld) -> None:
     dst = d.cache_manager.allocate_cache(desc())
     with pytest.raises(TypeError):
         d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+
+
+def test_registered_address_limit_is_param_invalid_and_unregister_frees_it(world: SimWorld) -> None:
+    p, _ = pair(v2=True, link=False)
+    cm = p.cache_manager
+    big = CacheDesc(200, [1, 16], DataType.DT_FLOAT16)
+    first = cm.register_cache(big, [0x1000 + i for i in range(200)])
+    more = CacheDesc(41, [1, 16], DataType.DT_FLOAT16)
+    assert code_of(lambda: cm.register_cache(more, [0x9000 + i for i in range(41)])) is S.LLM_PARAM_INVALID
+    cm.unregister_cache(first.cache_id)
+    cm.register_cache(more, [0x9000 + i for i in range(41)])
+
+
+def test_metadata_only_address_fails_cleanly_and_changes_nothing(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    rdesc = CacheDesc(4, [2, 8, 16], DataType.DT_FLOAT16)
+    p.cache_manager.register_cache(rdesc, [0x10 + i * 0x1000 for i in range(4)], [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc())
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_PARAM_INVALID
+    assert not any(v.any() for v in views(world, dst))
+
+
+def test_poisoned_source_is_device_mem_error_and_changes_nothing(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    fill(world, src)
+    dst = d.cache_manager.allocate_cache(desc())
+    world.memory.poison(src.tensor_addrs[3], 16)
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_DEVICE_MEM_ERROR
+    assert not any(v.any() for v in views(world, dst))
+    world.memory.heal()
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)

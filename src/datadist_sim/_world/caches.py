@@ -22,6 +22,7 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import ClusterNode, Mode, NodeSettings
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
+from datadist_sim._world.registration import RegistrationLedger
 
 if TYPE_CHECKING:
     from datadist_sim._world.address_space import AddressSpace
@@ -119,6 +120,7 @@ class NodeCaches:
                 raise SimError(_P, f"invalid llm.MemUtilization: {exc}") from exc
             size = max(int(total * util), 1 << DEFAULT_PAGE_SHIFT)
             self.device_pool = space.create_pool(size, oom_code=self.oom_code, name="device")
+        self.ledger = RegistrationLedger()
         self.caches: Dict[int, CacheEntry] = {}
         self.key_table: Dict[EngineKey, Tuple[int, int]] = {}
         self._next_id = 1
@@ -198,6 +200,7 @@ class NodeCaches:
             entry = CacheEntry(
                 self._next_id, len(addrs), tensor_size, batch_size, list(addrs), device, is_blocks, True, None
             )
+            self.ledger.register(entry.cache_id, addrs, tensor_size, device=device)
             return self._add(entry, bound)
 
     def _free(self, entry: CacheEntry) -> None:
@@ -205,6 +208,8 @@ class NodeCaches:
             self.key_table.pop(ek, None)
         entry.keys.clear()
         self.caches.pop(entry.cache_id, None)
+        if entry.registered:
+            self.ledger.unregister(entry.cache_id)
         if entry.pool is not None:
             for address in entry.addrs:
                 entry.pool.free(address)
