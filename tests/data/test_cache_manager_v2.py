@@ -453,3 +453,29 @@ def test_poisoned_source_is_device_mem_error_and_changes_nothing(world: SimWorld
     assert not any(v.any() for v in views(world, dst))
     world.memory.heal()
     d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+
+
+def test_pull_over_rank_table_link_before_ok_is_not_yet_link(world: SimWorld) -> None:
+    from datadist_sim.llm_datadist.v2.llm_types import RegisterMemStatus
+
+    p, d = pair(v2=True, link=False)
+    src = p.cache_manager.register_cache(desc(), _owned_addrs(world), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc())
+    rank_table = '{"version": "1.0"}'
+    p.link("comm", {P_ID: 0, D_ID: 1}, rank_table)
+    comm_id = d.link("comm", {P_ID: 0, D_ID: 1}, rank_table)
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_NOT_YET_LINK
+    while d.query_register_mem_status(comm_id) is not RegisterMemStatus.OK:
+        pass
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+    assert src.cache_id == 1
+
+
+def _owned_addrs(world: SimWorld) -> List[int]:
+    """Four tensors of process memory kept alive for the test's duration."""
+    arrays = [np.zeros((2, 8, 16), dtype=np.float16) for _ in range(4)]
+    _KEEP.extend(arrays)
+    return [a.ctypes.data for a in arrays]
+
+
+_KEEP: List[np.ndarray] = []
