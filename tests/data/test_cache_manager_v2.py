@@ -479,3 +479,52 @@ def _owned_addrs(world: SimWorld) -> List[int]:
 
 
 _KEEP: List[np.ndarray] = []
+
+
+def test_pull_by_id_and_index_consumes_the_key_of_that_batch(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1), CacheKey(P_ID, 2)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    d.cache_manager.pull_cache(CacheKeyByIdAndIndex(P_ID, src.cache_id, 1), dst)
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+
+
+def test_blocks_versus_contiguous_mismatch_is_param_invalid(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    blocks = p.cache_manager.allocate_blocks_cache(CacheDesc(4, [2, 8, 16], DataType.DT_FLOAT16))
+    dst = d.cache_manager.allocate_cache(desc())
+    key = CacheKeyByIdAndIndex(P_ID, blocks.cache_id)
+    assert code_of(lambda: d.cache_manager.pull_cache(key, dst)) is S.LLM_PARAM_INVALID
+
+
+def test_deallocate_and_remove_key_of_registered_cache_are_no_ops(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    reg = p.cache_manager.register_cache(desc(), _owned_addrs(world), [CacheKey(P_ID, 1)])
+    p.cache_manager.deallocate_cache(reg)
+    p.cache_manager.remove_cache_key(CacheKey(P_ID, 1))
+    dst = d.cache_manager.allocate_cache(desc())
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+
+
+def test_deallocate_without_any_pool_is_feature_not_enabled(world: SimWorld) -> None:
+    opts = v2_options("192.168.1.1:26000")
+    del opts["llm.MemPoolConfig"]
+    p = make(_prompt_role(), P_ID, opts)
+    reg = p.cache_manager.register_cache(desc(), [0x1000 * (i + 1) for i in range(4)])
+    assert code_of(lambda: p.cache_manager.deallocate_cache(reg)) is S.LLM_FEATURE_NOT_ENABLED
+    p.cache_manager.unregister_cache(reg.cache_id)
+
+
+def test_fragmented_pool_fails_with_enough_free_bytes_in_total(world: SimWorld) -> None:
+    p = make(_prompt_role(), P_ID, v2_options(**{"llm.MemPoolConfig": pool(1 * MIB, 16)}))
+    cm = p.cache_manager
+    one = CacheDesc(1, [1, 64 * 1024], DataType.DT_UINT8)
+    caches = [cm.allocate_cache(one) for _ in range(16)]
+    for c in caches[::2]:
+        cm.deallocate_cache(c)
+    pool_ = world.caches[P_ID].device_pool
+    assert pool_ is not None
+    assert pool_.free_bytes == 512 * 1024
+    two = CacheDesc(1, [1, 128 * 1024], DataType.DT_UINT8)
+    assert code_of(lambda: cm.allocate_cache(two)) is S.LLM_OUT_OF_MEMORY
