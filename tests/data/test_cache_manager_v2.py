@@ -528,3 +528,37 @@ def test_fragmented_pool_fails_with_enough_free_bytes_in_total(world: SimWorld) 
     assert pool_.free_bytes == 512 * 1024
     two = CacheDesc(1, [1, 128 * 1024], DataType.DT_UINT8)
     assert code_of(lambda: cm.allocate_cache(two)) is S.LLM_OUT_OF_MEMORY
+
+
+def test_same_pull_in_flight_is_repeat_request_and_pulls_serialise() -> None:
+    import threading
+
+    from datadist_sim._current import activate
+    from datadist_sim._world.clock import RealClock
+    from datadist_sim._world.world import SimConfig
+    from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
+
+    w = SimWorld(seed=1, clock=RealClock(), config=SimConfig(bandwidth_bytes_per_s=2e4, link_setup_s=0.0))
+    with activate(w):
+        try:
+            p, d = pair(v2=True)
+            p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])  # 4 KiB: ~0.2 s
+            dst = d.cache_manager.allocate_cache(desc(batch=1))
+            errors: List[BaseException] = []
+
+            def first() -> None:
+                try:
+                    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+                except BaseException as exc:  # pragma: no cover - reported below
+                    errors.append(exc)
+
+            worker = threading.Thread(target=first)
+            worker.start()
+            deadline = w.now() + 2.0
+            while not w.caches[D_ID].inflight and w.now() < deadline:
+                pass
+            assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_REPEAT_REQUEST
+            worker.join()
+            assert errors == []
+        finally:
+            finalize_all(w)

@@ -124,6 +124,13 @@ class NodeCaches:
         self.caches: Dict[int, CacheEntry] = {}
         self.key_table: Dict[EngineKey, Tuple[int, int]] = {}
         self._next_id = 1
+        self.inflight: Set[Tuple[PackedKey, int]] = set()
+        self._link_locks: Dict[int, threading.Lock] = {}
+
+    def link_lock(self, remote_id: int) -> threading.Lock:
+        """The mutex serialising this instance's transfers on its link to ``remote_id``."""
+        with self.lock:
+            return self._link_locks.setdefault(remote_id, threading.Lock())
 
     # -- allocation and registration -------------------------------------------------------------
 

@@ -10,10 +10,10 @@ a global order is a stricter, simpler model) and a pull never sees a half-freed 
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import CacheEntry, NodeCaches, PackedKey, store_of
+from datadist_sim._world.caches import CacheEntry, EngineKey, NodeCaches, PackedKey, store_of
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
@@ -121,8 +121,8 @@ def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> No
     return store_of(world, remote)
 
 
-def _move(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range]) -> None:
-    """Spend the transfer time and move the bytes, or time out with nothing moved."""
+def _spend(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range]) -> None:
+    """Let the transfer time pass, or time out (``sync_kv_timeout``) with nothing moved."""
     nbytes = sum(r[2] for r in ranges)
     seconds = nbytes / world.config.bandwidth_bytes_per_s + world.config.message_rtt_s
     limit = node.settings.sync_kv_timeout_ms / 1000.0
@@ -133,27 +133,77 @@ def _move(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range]) -> N
             timeout_code(node.mode),
             f"transfer of {nbytes} B needs {seconds:.3f} s > sync_kv_timeout {limit:.3f} s",
         )
-    world.space_copy(ranges)
     world.elapse(seconds)
-    world.record(node.cluster_id, op, "LLM_SUCCESS", f"{nbytes} B")
+
+
+def _plan_pull(
+    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
+) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
+    dst = store_of(world, node).live(dst_cache_id)
+    store = _remote(world, node, key[0], "pulled from")
+    with store.lock:
+        src, src_batch, consume = store.lookup(key)
+        if blocks:
+            ranges = _blocks_ranges(src, src_batch, dst, params)
+        else:
+            ranges = _contiguous_ranges(src, src_batch, dst, params)
+    return store, src, consume, ranges
 
 
 def pull(
     world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, *, blocks: bool
 ) -> None:
-    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id``; all or nothing."""
+    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id``; all or nothing.
+
+    Pulls on one link are serialised (the engine's per-entity mutex); the transfer time passes outside
+    the world lock, and the source and destination are looked up again before the bytes move, so a key
+    removed meanwhile gives ``LLM_KV_CACHE_NOT_EXIST`` and nothing is written. The same pull (same key,
+    same destination) while one is in flight gives ``LLM_REPEAT_REQUEST``.
+    """
+    local = store_of(world, node)
+    request = (key, dst_cache_id)
+    with local.lock:
+        if request in local.inflight:
+            raise SimError(
+                LLMStatusCode.LLM_REPEAT_REQUEST, f"pull of {key} into {dst_cache_id} is in flight"
+            )
+        local.inflight.add(request)
+    try:
+        with local.link_lock(key[0]):
+            _, _, _, ranges = _plan_pull_locked(world, node, dst_cache_id, key, params, blocks)
+            _spend(world, node, "pull", ranges)
+            with world.lock:
+                store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
+                world.space_copy(ranges)
+                if consume is not None and not src.registered:
+                    with store.lock:
+                        store._drop_key(src, consume)
+                world.record(node.cluster_id, "pull", "LLM_SUCCESS", f"{sum(r[2] for r in ranges)} B")
+    finally:
+        with local.lock:
+            local.inflight.discard(request)
+
+
+def _plan_pull_locked(
+    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
+) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
     with world.lock:
-        dst = store_of(world, node).live(dst_cache_id)
-        store = _remote(world, node, key[0], "pulled from")
-        with store.lock:
-            src, src_batch, consume = store.lookup(key)
-            if blocks:
-                ranges = _blocks_ranges(src, src_batch, dst, params)
-            else:
-                ranges = _contiguous_ranges(src, src_batch, dst, params)
-            _move(world, node, "pull", ranges)
-            if consume is not None and not src.registered:
-                store._drop_key(src, consume)
+        return _plan_pull(world, node, dst_cache_id, key, params, blocks)
+
+
+def _serialised(
+    world: SimWorld, node: ClusterNode, remote_id: int, op: str, plan: Callable[[], List[Range]]
+) -> None:
+    """Plan under the world lock, let the time pass outside it (serialised per link), then plan again
+    and move the bytes under the lock: what vanished meanwhile fails the call with nothing written."""
+    with store_of(world, node).link_lock(remote_id):
+        with world.lock:
+            ranges = plan()
+        _spend(world, node, op, ranges)
+        with world.lock:
+            ranges = plan()
+            world.space_copy(ranges)
+            world.record(node.cluster_id, op, "LLM_SUCCESS", f"{sum(r[2] for r in ranges)} B")
 
 
 def push(
@@ -170,17 +220,18 @@ def push(
 
     ``params`` is read as for a pull, with its batch index naming the *remote* batch.
     """
-    with world.lock:
+
+    def plan() -> List[Range]:
         src = store_of(world, node).live(src_cache_id)
         store = _remote(world, node, key[0], "pushed to")
         with store.lock:
             dst, dst_batch, _ = store.lookup(key)
             if blocks:
-                ranges = _blocks_ranges(src, src_batch, dst, params)
-            else:
-                moved = (params[0], dst_batch, *params[2:])
-                ranges = _contiguous_ranges(src, src_batch, dst, moved)
-            _move(world, node, "push", ranges)
+                return _blocks_ranges(src, src_batch, dst, params)
+            moved = (params[0], dst_batch, *params[2:])
+            return _contiguous_ranges(src, src_batch, dst, moved)
+
+    _serialised(world, node, key[0], "push", plan)
 
 
 def copy_cache(
@@ -243,7 +294,8 @@ def push_to_addrs(
     ``src_blocks[j]`` goes to ``addr + dst_blocks[j] * dst_block_size`` (``dst_block_size`` 0 means the
     source block size).
     """
-    with world.lock:
+
+    def plan() -> List[Range]:
         src = store_of(world, node).live(src_cache_id)
         _remote(world, node, remote_id, "pushed to")
         if len(tensor_indices) != len(dst_addrs):
@@ -275,4 +327,6 @@ def push_to_addrs(
                     break
                 size = min(dst_block_size, src.batch_bytes - offset)
                 ranges.append((dst_addr + db * dst_block_size, start + offset, size))
-        _move(world, node, "transfer", ranges)
+        return ranges
+
+    _serialised(world, node, remote_id, "transfer", plan)
