@@ -127,3 +127,25 @@ def datadist_sim_desc():  # type: ignore[no-untyped-def]
     from datadist_sim.llm_datadist.v2.llm_types import CacheDesc
 
     return CacheDesc(2, [1, 4, 8], DataType.DT_FLOAT16)
+
+
+def test_metadata_only_world_transfers_without_bytes() -> None:
+    from datadist_sim._current import activate
+    from datadist_sim._world.world import SimConfig
+    from datadist_sim.llm_datadist.status import LLMStatusCode as Code
+    from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
+
+    w = SimWorld(config=SimConfig(metadata_only=True))
+    with activate(w):
+        try:
+            p, d = pair(v2=True)
+            huge = datadist_sim_desc()
+            p.cache_manager.allocate_cache(huge, [CacheKey(P_ID, 1)])
+            dst = d.cache_manager.allocate_cache(datadist_sim_desc())
+            d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+            assert w.memory.backed_bytes == 0
+            with pytest.raises(SimError) as info:
+                datadist_sim.tensor_views(dst)
+            assert info.value.code is Code.LLM_FEATURE_NOT_ENABLED
+        finally:
+            finalize_all(w)

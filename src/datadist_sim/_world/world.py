@@ -45,6 +45,8 @@ class SimConfig:
     """Longest wall time a call waits on a paused peer before it counts as unanswered."""
     bandwidth_bytes_per_s: float = 25e9
     """Transfer bandwidth of a pull/push (bytes / bandwidth + one rtt)."""
+    metadata_only: bool = False
+    """No bytes back simulated memory: transfers check ranges and time but move nothing (large runs)."""
 
 
 class SimWorld:
@@ -72,7 +74,7 @@ class SimWorld:
         self._listeners: Dict[Endpoint, int] = {}
         self._paused: Dict[int, threading.Event] = {}
         self.comms = CommRegistry(self)
-        self.memory = AddressSpace()
+        self.memory = AddressSpace(backed=not self.config.metadata_only)
         self.caches: Dict[int, NodeCaches] = {}
 
     def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
