@@ -132,3 +132,37 @@ def test_dst_layer_range_is_indexed_by_absolute_layer_as_in_real(world: SimWorld
     task = p.cache_manager.transfer_cache_async(src, Sync(), [config])
     assert task.get_results() == [None]
     assert task.synchronize() is S.LLM_SUCCESS
+
+
+@pytest.mark.parametrize("mode", ["reject", "serialize"])
+def test_pull_during_transfer_on_one_link_is_link_busy_or_waits(mode: str) -> None:
+    import threading
+
+    from datadist_sim._current import activate
+    from datadist_sim._world.clock import RealClock
+    from datadist_sim._world.world import SimConfig
+    from datadist_sim.llm_datadist.status import LLMException
+    from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
+    from datadist_sim.llm_datadist.v2.llm_types import CacheKey
+
+    config = SimConfig(bandwidth_bytes_per_s=500.0, link_setup_s=0.0, link_busy=mode)
+    w = SimWorld(seed=2, clock=RealClock(), config=config)
+    with activate(w):
+        try:
+            p, d = pair(v2=True)
+            src = p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+            dst = d.cache_manager.allocate_cache(desc(batch=1))
+            task = p.cache_manager.transfer_cache_async(src, Sync(), [TransferConfig(D_ID, dst.tensor_addrs)])
+            deadline = w.now() + 2.0
+            while not w.caches[P_ID].ops.get(D_ID, {}).get("transfer") and w.now() < deadline:
+                pass
+            if mode == "reject":
+                with pytest.raises(LLMException) as info:
+                    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+                assert info.value.status_code is S.LLM_LINK_BUSY
+            else:
+                d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+            assert task.synchronize() is S.LLM_SUCCESS
+            assert threading.active_count() >= 1
+        finally:
+            finalize_all(w)

@@ -126,6 +126,8 @@ class NodeCaches:
         self._next_id = 1
         self.inflight: Set[Tuple[PackedKey, int]] = set()
         self._link_locks: Dict[int, threading.Lock] = {}
+        self.ops: Dict[int, Dict[str, int]] = {}
+        """Transfers in flight per remote cluster, by kind (``pull``, ``transfer``, ``push``)."""
 
     def link_lock(self, remote_id: int) -> threading.Lock:
         """The mutex serialising this instance's transfers on its link to ``remote_id``."""

@@ -10,7 +10,9 @@ a global order is a stricter, simpler model) and a pull never sees a half-freed 
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+import contextlib
+import threading
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry, EngineKey, NodeCaches, PackedKey, store_of
@@ -169,7 +171,7 @@ def pull(
             )
         local.inflight.add(request)
     try:
-        with local.link_lock(key[0]):
+        with _activity(world, node, key[0], "pull") as link_lock, link_lock:
             _, _, _, ranges = _plan_pull_locked(world, node, dst_cache_id, key, params, blocks)
             _spend(world, node, "pull", ranges)
             with world.lock:
@@ -191,12 +193,51 @@ def _plan_pull_locked(
         return _plan_pull(world, node, dst_cache_id, key, params, blocks)
 
 
+_CONFLICTS = {"pull": "transfer", "transfer": "pull"}
+
+
+@contextlib.contextmanager
+def _activity(world: SimWorld, node: ClusterNode, remote_id: int, kind: str) -> Iterator[threading.Lock]:
+    """Register a transfer of ``kind`` on the link; yield the link's mutex, shared by both ends.
+
+    A documented conflicting transfer already running on the link (either end) gives ``LLM_LINK_BUSY``
+    when ``config.link_busy == "reject"``; with ``"serialize"`` the shared mutex makes it wait.
+    """
+    local = store_of(world, node)
+    with world.lock:
+        remote = world.caches.get(remote_id)
+        other = _CONFLICTS.get(kind)
+        if other is not None and world.config.link_busy == "reject":
+            mine = local.ops.get(remote_id, {}).get(other, 0)
+            theirs = 0 if remote is None else remote.ops.get(node.cluster_id, {}).get(other, 0)
+            if mine or theirs:
+                raise SimError(
+                    LLMStatusCode.LLM_LINK_BUSY,
+                    f"a {other} is running on the link {node.cluster_id}<->{remote_id}",
+                )
+        counts = local.ops.setdefault(remote_id, {})
+        counts[kind] = counts.get(kind, 0) + 1
+        low, high = sorted((node.cluster_id, remote_id))
+        owner = local if remote is None or node.cluster_id == low else remote
+        lock = owner.link_lock(high if owner is local else low)
+    try:
+        yield lock
+    finally:
+        with world.lock:
+            counts[kind] -= 1
+
+
 def _serialised(
-    world: SimWorld, node: ClusterNode, remote_id: int, op: str, plan: Callable[[], List[Range]]
+    world: SimWorld,
+    node: ClusterNode,
+    remote_id: int,
+    op: str,
+    plan: Callable[[], List[Range]],
+    kind: str = "push",
 ) -> None:
     """Plan under the world lock, let the time pass outside it (serialised per link), then plan again
     and move the bytes under the lock: what vanished meanwhile fails the call with nothing written."""
-    with store_of(world, node).link_lock(remote_id):
+    with _activity(world, node, remote_id, kind) as link_lock, link_lock:
         with world.lock:
             ranges = plan()
         _spend(world, node, op, ranges)
@@ -215,6 +256,7 @@ def push(
     params: PullParams,
     *,
     blocks: bool,
+    kind: str = "push",
 ) -> None:
     """Write the local cache ``src_cache_id`` into what ``key`` names on its cluster; never consumes keys.
 
@@ -231,7 +273,7 @@ def push(
             moved = (params[0], dst_batch, *params[2:])
             return _contiguous_ranges(src, src_batch, dst, moved)
 
-    _serialised(world, node, key[0], "push", plan)
+    _serialised(world, node, key[0], "push", plan, kind)
 
 
 def copy_cache(
@@ -329,4 +371,4 @@ def push_to_addrs(
                 ranges.append((dst_addr + db * dst_block_size, start + offset, size))
         return ranges
 
-    _serialised(world, node, remote_id, "transfer", plan)
+    _serialised(world, node, remote_id, "transfer", plan, "transfer")

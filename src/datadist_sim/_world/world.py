@@ -45,6 +45,9 @@ class SimConfig:
     """Longest wall time a call waits on a paused peer before it counts as unanswered."""
     bandwidth_bytes_per_s: float = 25e9
     """Transfer bandwidth of a pull/push (bytes / bandwidth + one rtt)."""
+    link_busy: str = "reject"
+    """A documented conflicting pair on one link (§11: ``pull_cache`` with ``transfer_cache_async``):
+    ``"reject"`` gives ``LLM_LINK_BUSY`` (the docs), ``"serialize"`` waits (the open-source engine)."""
     metadata_only: bool = False
     """No bytes back simulated memory: transfers check ranges and time but move nothing (large runs)."""
 

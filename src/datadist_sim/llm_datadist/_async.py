@@ -223,7 +223,9 @@ class _Job:
                 )
                 if isinstance(key, BlocksCacheKey):
                     packed = pack_block_cache_key(key)
-                    transfer.push(self.world, self.node, self.cache_id, 0, packed, params, blocks=True)
+                    transfer.push(
+                        self.world, self.node, self.cache_id, 0, packed, params, blocks=True, kind="transfer"
+                    )
                 elif isinstance(key, CacheKeyByIdAndIndex):
                     packed = pack_cache_key_by_id(key)
                     transfer.push(
@@ -234,6 +236,7 @@ class _Job:
                         packed,
                         params,
                         blocks=bool(self.dst_blocks),
+                        kind="transfer",
                     )
                 else:
                     return LLMStatusCode.LLM_PARAM_INVALID
