@@ -167,3 +167,29 @@ def test_copy_cache_and_get_cache_tensors(world: SimWorld) -> None:
     km.copy_blocks(blocks, {1: [0]})
     v = views(world, blocks)[0]
     assert np.array_equal(v[0], v[1])
+
+
+def test_swap_blocks_between_device_cache_and_cpu_cache(world: SimWorld) -> None:
+    from datadist_sim.llm_datadist.v2.llm_types import Placement
+
+    p, _ = pair(v2=False, link=False)
+    dev = p.kv_cache_manager.allocate_blocks_cache(CacheDesc(2, [4, 8], DataType.DT_FLOAT16))
+    fill(world, dev, 6)
+    host_arrays = [np.zeros((4, 8), dtype=np.float16) for _ in range(2)]
+    host_desc = CacheDesc(2, [4, 8], DataType.DT_FLOAT16, Placement.HOST)
+    host = KvCache.create_cpu_cache(host_desc, [a.ctypes.data for a in host_arrays])
+    p.kv_cache_manager.swap_blocks(dev, host, {2: 0})
+    for s, t in zip(views(world, dev), host_arrays):
+        assert np.array_equal(s[2], t[0])
+        assert not t[1:].any()
+
+
+def test_pull_blocks_lists_must_be_lists(world: SimWorld) -> None:
+    _, d = pair(v2=False)
+    dst = d.kv_cache_manager.allocate_blocks_cache(CacheDesc(2, [8, 4, 16], DataType.DT_FLOAT16))
+    with pytest.raises(TypeError):
+        d.kv_cache_manager.pull_blocks(BlocksCacheKey(P_ID), dst, (0,), [1])  # type: ignore[arg-type]
+    assert (
+        code_of(lambda: d.kv_cache_manager.pull_blocks(BlocksCacheKey(P_ID), dst, [0, 1], [1]))
+        is S.LLM_PARAM_INVALID
+    )
