@@ -45,5 +45,6 @@ __all__ = [
     "reset_default_world",
     "retryable_codes",
     "status_info",
+    "tensor_views",
     "uninstall",
 ]

@@ -1,4 +1,4 @@
-"""The main job: a Prompt and a Decode cluster, links, a fault with a retrying client, a summary.
+"""The main job: a Prompt and a Decode cluster, a link, real pulls, a fault with a retrying client, a summary.
 
 Everything runs on the virtual clock, so the simulated seconds of timeouts and backoff cost no wall time.
 """
@@ -10,8 +10,21 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, List, Tuple
 
+import numpy as np
+
+from datadist_sim._views import tensor_views
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.llm_datadist import LLMClusterInfo, LLMConfig, LLMDataDist, LLMRole, LLMStatusCode
+from datadist_sim.llm_datadist import (
+    CacheDesc,
+    CacheKey,
+    DataType,
+    LLMClusterInfo,
+    LLMConfig,
+    LLMDataDist,
+    LLMException,
+    LLMRole,
+    LLMStatusCode,
+)
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 
 PROMPT_ID, DECODE_ID = 0, 1
@@ -37,6 +50,28 @@ def _start(role: LLMRole, cluster_id: int, listen: bool) -> LLMDataDist:
     return dd
 
 
+def _pull_requests(prompt: LLMDataDist, decode: LLMDataDist, requests: int = 8) -> Dict[str, bool]:
+    """The official KvCacheManager flow: keys on the Prompt side, pulls by key, bytes checked."""
+    desc = CacheDesc(2, [requests, 4, 16], DataType.DT_FLOAT16)
+    keys = [CacheKey(prompt_cluster_id=PROMPT_ID, req_id=i, model_id=0) for i in range(requests)]
+    src = prompt.kv_cache_manager.allocate_cache(desc, keys)
+    rng = np.random.default_rng(0)
+    for view in tensor_views(src):
+        view[...] = rng.standard_normal(view.shape).astype(view.dtype)
+    dst = decode.kv_cache_manager.allocate_cache(desc)
+    for i, key in enumerate(keys):
+        decode.kv_cache_manager.pull_cache(key, dst, batch_index=i)
+    same = all(np.array_equal(a, b) for a, b in zip(tensor_views(src), tensor_views(dst)))
+    try:
+        decode.kv_cache_manager.pull_cache(keys[0], dst, batch_index=0)
+        consumed = False
+    except LLMException as exc:
+        consumed = exc.status_code is LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
+    decode.kv_cache_manager.deallocate_cache(dst)
+    prompt.kv_cache_manager.deallocate_cache(src)
+    return {f"{requests} pulls delivered the exact bytes": same, "a pulled key is consumed": consumed}
+
+
 def _retry_link(
     world: SimWorld, link: Callable[[], Tuple[LLMStatusCode, List[LLMStatusCode]]], tries: int
 ) -> List[str]:
@@ -56,11 +91,12 @@ def run_demo(seed: int = 0, as_json: bool = False) -> int:
     world = SimWorld(seed=seed, config=SimConfig(pause_wall_limit_s=0.001))
     checks: Dict[str, bool] = {}
     with world.activate():
-        _start(LLMRole.PROMPT, PROMPT_ID, listen=True)
+        prompt = _start(LLMRole.PROMPT, PROMPT_ID, listen=True)
         decode = _start(LLMRole.DECODER, DECODE_ID, listen=False)
         ret, _rets = decode.link_clusters([_cluster_info()], timeout=5000)
         checks["link"] = ret is LLMStatusCode.LLM_SUCCESS and world.is_linked(DECODE_ID, PROMPT_ID)
         decode.check_link_status(PROMPT_ID)
+        checks.update(_pull_requests(prompt, decode))
         checks["unlink"] = decode.unlink_clusters([_cluster_info()])[0] is LLMStatusCode.LLM_SUCCESS
 
         # Fault: the Prompt hangs for a while; a retrying client backs off until it answers again.
