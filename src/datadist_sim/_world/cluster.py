@@ -33,6 +33,8 @@ class PeerLink:
     is_client: bool
     since: float
     via_comm: Optional[int] = None
+    broken: bool = False
+    """A transfer on this link timed out: per the documented remedy it must be re-established."""
 
 
 @dataclass

@@ -160,8 +160,16 @@ def _v2_unlink(
 def _v2_disconnect(
     world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float, force: bool
 ) -> Outcome:
-    """Force destroys only the local entity (idempotent); otherwise the server must be reachable."""
+    """Force destroys only the local entity (idempotent); otherwise the server must be reachable.
+
+    A transfer still running on the link makes it ``LLM_LINK_BUSY`` when the world rejects conflicts.
+    """
     rtt = world.config.message_rtt_s
+    if req.remote_cluster_id in node.peers:
+        try:
+            _reject_if_busy(world, node, req.remote_cluster_id, "unlink")
+        except SimError as exc:
+            return exc.code, 0.0
     if force:
         with world.lock:
             node.peers.pop(req.remote_cluster_id, None)
@@ -237,14 +245,29 @@ def _finish(
     return overall, rets
 
 
+def _reject_if_busy(world: SimWorld, node: ClusterNode, remote_id: int, op: str) -> None:
+    """The documented conflicts with a running pull (``LLM_LINK_BUSY``) when the world rejects them."""
+    from datadist_sim._world.transfer import transfers_running
+
+    if world.config.link_busy == "reject" and transfers_running(world, node, remote_id):
+        raise SimError(S.LLM_LINK_BUSY, f"{op} conflicts with a transfer running on the link to {remote_id}")
+
+
 def check_link_status(world: SimWorld, node: ClusterNode, remote_cluster_id: int) -> None:
     """v1 heartbeat over the link: Decoder only; no link -> NOT_YET_LINK; a silent peer times out."""
     if node.role is not Role.DECODER:
         raise SimError(S.LLM_PARAM_INVALID, f"check_link_status is not supported by {node.role.value}")
-    if remote_cluster_id not in node.peers:
+    link = node.peers.get(remote_cluster_id)
+    if link is None:
         raise SimError(S.LLM_NOT_YET_LINK, f"cluster {remote_cluster_id} is not linked")
+    _reject_if_busy(world, node, remote_cluster_id, "check_link_status")
     peer = world.node(remote_cluster_id)
-    answered = peer is not None and node.cluster_id in peer.peers and world.wait_if_paused(remote_cluster_id)
+    answered = (
+        not link.broken
+        and peer is not None
+        and node.cluster_id in peer.peers
+        and world.wait_if_paused(remote_cluster_id)
+    )
     if not answered:
         world.elapse(node.settings.sync_kv_timeout_ms / 1000.0)
         world.record(node.cluster_id, "check_link_status", S.LLM_WAIT_PROCESS_TIMEOUT.name)

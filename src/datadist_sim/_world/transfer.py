@@ -120,17 +120,27 @@ def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> No
     remote = world.node(remote_id)
     if peer is None or peer.since > world.now() or remote is None or not remote.alive:
         raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"cluster {remote_id} is not linked")
+    if peer.broken:
+        raise SimError(
+            LLMStatusCode.LLM_NOT_YET_LINK,
+            f"the link to cluster {remote_id} broke when a transfer timed out; unlink and link again",
+        )
     return store_of(world, remote)
 
 
-def _spend(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range]) -> None:
-    """Let the transfer time pass, or time out (``sync_kv_timeout``) with nothing moved."""
+def _spend(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range], remote_id: int) -> None:
+    """Let the transfer time pass, or time out (``sync_kv_timeout``) with nothing moved and the link
+    left broken: the documented remedy for a timed-out transfer is to re-establish the link."""
     nbytes = sum(r[2] for r in ranges)
     seconds = nbytes / world.config.bandwidth_bytes_per_s + world.config.message_rtt_s
     limit = node.settings.sync_kv_timeout_ms / 1000.0
     if seconds > limit:
         world.elapse(limit)
         world.record(node.cluster_id, op, timeout_code(node.mode).name, f"{nbytes} B")
+        with world.lock:
+            peer = node.peers.get(remote_id)
+            if peer is not None:
+                peer.broken = True
         raise SimError(
             timeout_code(node.mode),
             f"transfer of {nbytes} B needs {seconds:.3f} s > sync_kv_timeout {limit:.3f} s",
@@ -173,7 +183,7 @@ def pull(
     try:
         with _activity(world, node, key[0], "pull") as link_lock, link_lock:
             _, _, _, ranges = _plan_pull_locked(world, node, dst_cache_id, key, params, blocks)
-            _spend(world, node, "pull", ranges)
+            _spend(world, node, "pull", ranges, key[0])
             with world.lock:
                 store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
                 world.space_copy(ranges)
@@ -240,7 +250,7 @@ def _serialised(
     with _activity(world, node, remote_id, kind) as link_lock, link_lock:
         with world.lock:
             ranges = plan()
-        _spend(world, node, op, ranges)
+        _spend(world, node, op, ranges, remote_id)
         with world.lock:
             ranges = plan()
             world.space_copy(ranges)
@@ -372,3 +382,12 @@ def push_to_addrs(
         return ranges
 
     _serialised(world, node, remote_id, "transfer", plan, "transfer")
+
+
+def transfers_running(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:
+    """Whether a pull or transfer is in flight on the link between ``node`` and ``remote_id``."""
+    with world.lock:
+        local, remote = world.caches.get(node.cluster_id), world.caches.get(remote_id)
+        mine = 0 if local is None else sum(local.ops.get(remote_id, {}).values())
+        theirs = 0 if remote is None else sum(remote.ops.get(node.cluster_id, {}).values())
+    return bool(mine or theirs)
