@@ -23,12 +23,16 @@ from datadist_sim._status_table import status_info as status_info
 from datadist_sim._views import tensor_views as tensor_views
 from datadist_sim._world.clock import RealClock as RealClock
 from datadist_sim._world.clock import VirtualClock as VirtualClock
+from datadist_sim._world.world import HCCS_BYTES_PER_S as HCCS_BYTES_PER_S
+from datadist_sim._world.world import ROCE_BYTES_PER_S as ROCE_BYTES_PER_S
 from datadist_sim._world.world import SimConfig as SimConfig
 from datadist_sim._world.world import SimWorld as SimWorld
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "HCCS_BYTES_PER_S",
+    "ROCE_BYTES_PER_S",
     "STATUS_TABLE",
     "RealClock",
     "SimConfig",

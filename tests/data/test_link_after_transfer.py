@@ -121,3 +121,23 @@ def test_unlink_during_a_pull_is_link_busy_in_cache_manager_mode() -> None:
             assert d.unlink_clusters([_link_info()]) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
         finally:
             finalize_all(world)
+
+
+def test_per_link_bandwidth_sets_the_transfer_time(world: SimWorld) -> None:
+    from datadist_sim import HCCS_BYTES_PER_S, ROCE_BYTES_PER_S
+
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(_desc(2, 1 << 20), [CacheKey(P_ID, 1), CacheKey(P_ID, 2)])
+    dst = d.cache_manager.allocate_cache(_desc(2, 1 << 20))
+    rtt = world.config.message_rtt_s
+    start = world.now()
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst, batch_index=0)
+    assert world.now() - start == pytest.approx((1 << 20) / ROCE_BYTES_PER_S + rtt)
+    world.set_link_bandwidth(D_ID, P_ID, HCCS_BYTES_PER_S)
+    start = world.now()
+    d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst, batch_index=1)
+    assert world.now() - start == pytest.approx((1 << 20) / HCCS_BYTES_PER_S + rtt)
+    with pytest.raises(ValueError, match="bytes_per_s"):
+        world.set_link_bandwidth(D_ID, P_ID, 0)
+    d.cache_manager.deallocate_cache(dst)
+    p.cache_manager.deallocate_cache(src)

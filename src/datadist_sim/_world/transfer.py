@@ -132,7 +132,7 @@ def _spend(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range], rem
     """Let the transfer time pass, or time out (``sync_kv_timeout``) with nothing moved and the link
     left broken: the documented remedy for a timed-out transfer is to re-establish the link."""
     nbytes = sum(r[2] for r in ranges)
-    seconds = nbytes / world.config.bandwidth_bytes_per_s + world.config.message_rtt_s
+    seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
     limit = node.settings.sync_kv_timeout_ms / 1000.0
     if seconds > limit:
         world.elapse(limit)

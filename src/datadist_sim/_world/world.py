@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from datadist_sim._status import LLMStatusCode
@@ -18,6 +18,10 @@ from datadist_sim._world.errors import SimError
 from datadist_sim._world.trace import Trace, TraceEvent
 
 WILDCARD_IP = "0.0.0.0"
+ROCE_BYTES_PER_S = 25e9
+"""RoCE between servers, 200 Gb/s per NIC (the default link bandwidth)."""
+HCCS_BYTES_PER_S = 56e9
+"""HCCS inside one server, roughly 56 GB/s per link on Atlas 800 A2 class machines (approximate)."""
 
 
 @dataclass
@@ -44,7 +48,9 @@ class SimConfig:
     pause_wall_limit_s: float = 5.0
     """Longest wall time a call waits on a paused peer before it counts as unanswered."""
     bandwidth_bytes_per_s: float = 25e9
-    """Transfer bandwidth of a pull/push (bytes / bandwidth + one rtt)."""
+    """Default transfer bandwidth of a link (bytes / bandwidth + one rtt): RoCE at 200 Gb/s."""
+    link_bandwidth: Dict[Tuple[int, int], float] = field(default_factory=dict)
+    """Per-link bandwidth, keyed by the two cluster ids in ascending order (``set_link_bandwidth``)."""
     link_busy: str = "reject"
     """A documented conflicting pair on one link (§11: ``pull_cache`` with ``transfer_cache_async``):
     ``"reject"`` gives ``LLM_LINK_BUSY`` (the docs), ``"serialize"`` waits (the open-source engine)."""
@@ -191,6 +197,16 @@ class SimWorld:
                     raise
             node.role = role
             self.record(node.cluster_id, "switch_role", "LLM_SUCCESS", role.value)
+
+    def set_link_bandwidth(self, a: int, b: int, bytes_per_s: float) -> None:
+        """Give the link between clusters ``a`` and ``b`` its own bandwidth (e.g. ``HCCS_BYTES_PER_S``)."""
+        if bytes_per_s <= 0:
+            raise ValueError(f"bytes_per_s must be > 0, got {bytes_per_s}")
+        self.config.link_bandwidth[(min(a, b), max(a, b))] = bytes_per_s
+
+    def bandwidth(self, a: int, b: int) -> float:
+        """The bandwidth a transfer between ``a`` and ``b`` runs at."""
+        return self.config.link_bandwidth.get((min(a, b), max(a, b)), self.config.bandwidth_bytes_per_s)
 
     # -- links ----------------------------------------------------------------------------------
 
