@@ -20,12 +20,12 @@ from datadist_sim.llm_datadist._async import start_transfer
 from datadist_sim.llm_datadist._engine import engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
-    check_dict,
     check_int64,
     check_isinstance,
     check_uint32,
-    check_uint64,
 )
+from datadist_sim.llm_datadist.v2._local_ops import LocalCacheOps
+from datadist_sim.llm_datadist.v2._push_ops import PushOps
 from datadist_sim.llm_datadist.v2.llm_types import (
     BlocksCacheKey,
     Cache,
@@ -39,7 +39,6 @@ from datadist_sim.llm_datadist.v2.llm_types import (
     Placement,
     TransferConfig,
     TransferWithCacheKeyConfig,
-    check_layer_range,
 )
 from datadist_sim.llm_datadist.v2.llm_utils import (
     check_cache_key,
@@ -51,12 +50,11 @@ from datadist_sim.llm_datadist.v2.llm_utils import (
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
 _NUM_TENSORS_PER_LAYER = 2
-_INVALID_ID = 2**64 - 1
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 BlockList = Union[Tuple[int, ...], List[int]]
 
 
-class CacheManager:
+class CacheManager(LocalCacheOps, PushOps):
     """Caches of one CacheManager-mode instance. Obtained through ``LLMDataDist.cache_manager``."""
 
     def __init__(self, world: SimWorld, node: ClusterNode, engine_options: Dict[str, str]) -> None:
@@ -343,117 +341,6 @@ class CacheManager:
             transfer.pull(self._world, self._node, cache.cache_id, packed, params, blocks=False)
         _log.info("[pull_cache] success")
 
-    # -- local copies --------------------------------------------------------------------------------
-
-    def copy_blocks(self, cache: Cache, copy_block_info: Dict[int, List[int]]) -> None:
-        check_isinstance("cache", cache, Cache)
-        check_isinstance("copy_block_info", copy_block_info, dict)
-        check_dict("copy_block_info", copy_block_info, int, list, int)
-        raise_if_false(cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
-        pairs = [(src, dst) for src, dsts in copy_block_info.items() for dst in dsts]
-        with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
-            transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
-
-    def copy_cache(
-        self,
-        dst: Cache,
-        src: Cache,
-        dst_batch_index: int = 0,
-        src_batch_index: int = 0,
-        offset: int = 0,
-        size: int = -1,
-        req_id: Optional[int] = None,
-    ) -> None:
-        check_isinstance("dst", dst, Cache)
-        check_isinstance("src", src, Cache)
-        check_uint32("dst_batch_index", dst_batch_index)
-        check_uint32("src_batch_index", src_batch_index)
-        check_uint64("offset", offset)
-        check_int64("size", size)
-        raise_if_true(src.is_blocks_cache, "param check failed, src cache can not be blocks cache.")
-        raise_if_true(dst.is_blocks_cache, "param check failed, dst cache can not be blocks cache.")
-        raise_if_false(
-            size == -1 or size > 0,
-            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
-            size,
-        )
-        if req_id is not None:
-            check_uint64("req_id", req_id)
-        else:
-            req_id = _INVALID_ID
-        param: Tuple[Any, ...] = (
-            dst.cache_id,
-            src.cache_id,
-            dst_batch_index,
-            src_batch_index,
-            offset,
-            size,
-            req_id,
-            [],
-        )
-        with engine_call("[copy_cache]", f"param = {param}"):
-            transfer.copy_cache(
-                self._world,
-                self._node,
-                dst.cache_id,
-                src.cache_id,
-                dst_batch_index,
-                src_batch_index,
-                offset,
-                size,
-            )
-
-    @staticmethod
-    def _verify_caches(src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
-        check_isinstance("src", src_cache, Cache)
-        check_isinstance("dst", dst_cache, Cache)
-        raise_if_false(src_cache.is_blocks_cache, "param check failed, src cache should be blocks cache.")
-        raise_if_false(dst_cache.is_blocks_cache, "param check failed, dst cache should be blocks cache.")
-        check_isinstance("src_to_dst", src_to_dst, dict, int)
-        src_block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
-        dst_block_size = dst_cache.cache_desc.size // dst_cache.cache_desc.batch_size
-        raise_if_false(
-            src_block_size == dst_block_size,
-            f"src block size:{src_block_size} and dst block size:{dst_block_size} must be equal",
-        )
-        src_num = src_cache.cache_desc.num_tensors
-        dst_num = dst_cache.cache_desc.num_tensors
-        raise_if_false(
-            src_num == dst_num, f"src num_tensors:{src_num} and dst num_tensors:{dst_num} must be equal"
-        )
-        src_block_num = src_cache.cache_desc.batch_size
-        dst_block_num = dst_cache.cache_desc.batch_size
-        for src_block_index, dst_block_index in src_to_dst.items():
-            raise_if_false(
-                0 <= src_block_index < src_block_num,
-                f"src_block_index:{src_block_index} must be in [0, {src_block_num})",
-            )
-            raise_if_false(
-                0 <= dst_block_index < dst_block_num,
-                f"dst_block_index:{dst_block_index} must be in [0, {dst_block_num})",
-            )
-
-    def swap_blocks(self, src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
-        self._verify_caches(src_cache, dst_cache, src_to_dst)
-        src_placement = src_cache.cache_desc.placement
-        dst_placement = dst_cache.cache_desc.placement
-        is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
-        is_swap_out = src_placement == Placement.DEVICE and dst_placement == Placement.HOST
-        raise_if_false(
-            is_swap_in or is_swap_out,
-            f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
-        )
-        block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
-        ranges = [
-            (dst_addr + d * block_size, src_addr + s * block_size, block_size)
-            for src_addr, dst_addr in zip(src_cache.tensor_addrs, dst_cache.tensor_addrs)
-            for s, d in src_to_dst.items()
-        ]
-        with engine_call("[swap_blocks]", "swap blocks failed"):
-            self._world.space_copy(ranges)
-
-    # -- not yet simulated ---------------------------------------------------------------------------
-
     def transfer_cache_async(
         self,
         src_cache: Cache,
@@ -482,119 +369,6 @@ class CacheManager:
             default_error_code=LLMStatusCode.LLM_TIMEOUT,
             enable_remote_cache=self._enable_remote_cache_accessible,
         )
-
-    def _check_push(
-        self,
-        func: str,
-        src_cache: Cache,
-        src_layer_range: Optional[range],
-        dst_layer_range: Optional[range],
-        tensor_num_per_layer: int,
-    ) -> None:
-        check_uint32("tensor_num_per_layer", tensor_num_per_layer)
-        raise_if_false(
-            tensor_num_per_layer > 0,
-            func + " param check failed, tensor_num_per_layer ({0}) is invalid, should [1, {1}]",
-            tensor_num_per_layer,
-            src_cache.cache_desc.num_tensors,
-        )
-        check_layer_range("src_layer_range", src_layer_range, True)
-        check_layer_range("dst_layer_range", dst_layer_range, True)
-        layers = range(0, src_cache.cache_desc.num_tensors // tensor_num_per_layer)
-        src_r = layers if src_layer_range is None else src_layer_range
-        dst_r = layers if dst_layer_range is None else dst_layer_range
-        raise_if_false(
-            len(src_r) == len(dst_r), "src_layer_range size should be equal to size of dst_layer_range size."
-        )
-
-    @staticmethod
-    def _layer_pairs(
-        src_cache: Cache,
-        src_layer_range: Optional[range],
-        dst_layer_range: Optional[range],
-        tensor_num_per_layer: int,
-    ) -> List[Tuple[int, int]]:
-        layers = range(0, src_cache.cache_desc.num_tensors // tensor_num_per_layer)
-        src_r = layers if src_layer_range is None else src_layer_range
-        dst_r = layers if dst_layer_range is None else dst_layer_range
-        return list(zip(src_r, dst_r))
-
-    def push_cache(
-        self,
-        dst_cache_key: CacheKeyByIdAndIndex,
-        src_cache: Cache,
-        src_batch_index: int = 0,
-        src_layer_range: Optional[range] = None,
-        dst_layer_range: Optional[range] = None,
-        size: int = -1,
-        tensor_num_per_layer: int = _NUM_TENSORS_PER_LAYER,
-    ) -> None:
-        raise_if_false(
-            self._enable_remote_cache_accessible,
-            "push_cache is only supported while enable_remote_cache_accessible is True",
-        )
-        check_isinstance("dst_cache_key", dst_cache_key, [CacheKeyByIdAndIndex], allow_none=False)
-        check_isinstance("src_cache", src_cache, Cache, allow_none=False)
-        check_uint32("src_batch_index", src_batch_index)
-        raise_if_false(not src_cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
-        self._check_push("[push_cache]", src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer)
-        check_int64("size", size)
-        raise_if_false(
-            size == -1, "[push_cache] param check failed, size ({0}) is invalid, should be = -1.", size
-        )
-        key = pack_cache_key_by_id(dst_cache_key)
-        for src_layer, dst_layer in self._layer_pairs(
-            src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer
-        ):
-            src_idx = list(range(src_layer * tensor_num_per_layer, (src_layer + 1) * tensor_num_per_layer))
-            dst_idx = list(range(dst_layer * tensor_num_per_layer, (dst_layer + 1) * tensor_num_per_layer))
-            params: transfer.PullParams = (-1, 0, [], [], src_idx, dst_idx, -1, -1, tensor_num_per_layer)
-            with engine_call("[push_cache]", f"dst_cache_key = {dst_cache_key}"):
-                transfer.push(
-                    self._world, self._node, src_cache.cache_id, src_batch_index, key, params, blocks=False
-                )
-
-    def push_blocks(
-        self,
-        dst_cache_key: BlocksCacheKey,
-        src_cache: Cache,
-        src_blocks: Optional[BlockList] = (),
-        dst_blocks: BlockList = (),
-        src_layer_range: Optional[range] = None,
-        dst_layer_range: Optional[range] = None,
-        tensor_num_per_layer: int = _NUM_TENSORS_PER_LAYER,
-    ) -> None:
-        raise_if_false(
-            self._enable_remote_cache_accessible,
-            "push_blocks is only supported while enable_remote_cache_accessible is True",
-        )
-        check_isinstance("dst_cache_key", dst_cache_key, [BlocksCacheKey])
-        check_isinstance("src_cache", src_cache, Cache)
-        check_isinstance("src_blocks", src_blocks, [list, tuple], int)
-        check_isinstance("dst_blocks", dst_blocks, [list, tuple], int)
-        raise_if_false(src_cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
-        raise_if_false(len(dst_blocks) > 0, "dst_blocks can not be empty.")
-        self._check_push("[push_blocks]", src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer)
-        key = pack_block_cache_key(dst_cache_key)
-        src_list = list(src_blocks) if src_blocks is not None else []
-        for src_layer, dst_layer in self._layer_pairs(
-            src_cache, src_layer_range, dst_layer_range, tensor_num_per_layer
-        ):
-            src_idx = list(range(src_layer * tensor_num_per_layer, (src_layer + 1) * tensor_num_per_layer))
-            dst_idx = list(range(dst_layer * tensor_num_per_layer, (dst_layer + 1) * tensor_num_per_layer))
-            params: transfer.PullParams = (
-                -1,
-                0,
-                src_list,
-                list(dst_blocks),
-                src_idx,
-                dst_idx,
-                -1,
-                -1,
-                tensor_num_per_layer,
-            )
-            with engine_call("[push_blocks]", f"dst_cache_key = {dst_cache_key}"):
-                transfer.push(self._world, self._node, src_cache.cache_id, 0, key, params, blocks=True)
 
     def remap_registered_memory(self, mem_infos: Union[MemInfo, List[MemInfo]]) -> None:
         raise_if_false(

@@ -1,0 +1,144 @@
+"""Local cache operations of ``CacheManager`` (deprecated in the docs with the memory pools):
+``copy_cache``, ``copy_blocks`` and ``swap_blocks``. Checks follow the real file in order."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from datadist_sim._world import transfer
+from datadist_sim._world.cluster import ClusterNode
+from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist._engine import engine_call
+from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
+from datadist_sim.llm_datadist.utils.utils import (
+    check_dict,
+    check_int64,
+    check_isinstance,
+    check_uint32,
+    check_uint64,
+)
+from datadist_sim.llm_datadist.v2.llm_types import (
+    Cache,
+    Placement,
+)
+
+_INVALID_ID = 2**64 - 1
+
+
+class LocalCacheOps:
+    """Copies and swaps inside one instance; mixed into ``CacheManager``."""
+
+    _world: SimWorld
+    _node: ClusterNode
+    _enable_remote_cache_accessible: bool
+
+    # -- local copies --------------------------------------------------------------------------------
+
+    def copy_blocks(self, cache: Cache, copy_block_info: Dict[int, List[int]]) -> None:
+        check_isinstance("cache", cache, Cache)
+        check_isinstance("copy_block_info", copy_block_info, dict)
+        check_dict("copy_block_info", copy_block_info, int, list, int)
+        raise_if_false(cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
+        pairs = [(src, dst) for src, dsts in copy_block_info.items() for dst in dsts]
+        with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
+            transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
+
+    def copy_cache(
+        self,
+        dst: Cache,
+        src: Cache,
+        dst_batch_index: int = 0,
+        src_batch_index: int = 0,
+        offset: int = 0,
+        size: int = -1,
+        req_id: Optional[int] = None,
+    ) -> None:
+        check_isinstance("dst", dst, Cache)
+        check_isinstance("src", src, Cache)
+        check_uint32("dst_batch_index", dst_batch_index)
+        check_uint32("src_batch_index", src_batch_index)
+        check_uint64("offset", offset)
+        check_int64("size", size)
+        raise_if_true(src.is_blocks_cache, "param check failed, src cache can not be blocks cache.")
+        raise_if_true(dst.is_blocks_cache, "param check failed, dst cache can not be blocks cache.")
+        raise_if_false(
+            size == -1 or size > 0,
+            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
+            size,
+        )
+        if req_id is not None:
+            check_uint64("req_id", req_id)
+        else:
+            req_id = _INVALID_ID
+        param: Tuple[Any, ...] = (
+            dst.cache_id,
+            src.cache_id,
+            dst_batch_index,
+            src_batch_index,
+            offset,
+            size,
+            req_id,
+            [],
+        )
+        with engine_call("[copy_cache]", f"param = {param}"):
+            transfer.copy_cache(
+                self._world,
+                self._node,
+                dst.cache_id,
+                src.cache_id,
+                dst_batch_index,
+                src_batch_index,
+                offset,
+                size,
+            )
+
+    @staticmethod
+    def _verify_caches(src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
+        check_isinstance("src", src_cache, Cache)
+        check_isinstance("dst", dst_cache, Cache)
+        raise_if_false(src_cache.is_blocks_cache, "param check failed, src cache should be blocks cache.")
+        raise_if_false(dst_cache.is_blocks_cache, "param check failed, dst cache should be blocks cache.")
+        check_isinstance("src_to_dst", src_to_dst, dict, int)
+        src_block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
+        dst_block_size = dst_cache.cache_desc.size // dst_cache.cache_desc.batch_size
+        raise_if_false(
+            src_block_size == dst_block_size,
+            f"src block size:{src_block_size} and dst block size:{dst_block_size} must be equal",
+        )
+        src_num = src_cache.cache_desc.num_tensors
+        dst_num = dst_cache.cache_desc.num_tensors
+        raise_if_false(
+            src_num == dst_num, f"src num_tensors:{src_num} and dst num_tensors:{dst_num} must be equal"
+        )
+        src_block_num = src_cache.cache_desc.batch_size
+        dst_block_num = dst_cache.cache_desc.batch_size
+        for src_block_index, dst_block_index in src_to_dst.items():
+            raise_if_false(
+                0 <= src_block_index < src_block_num,
+                f"src_block_index:{src_block_index} must be in [0, {src_block_num})",
+            )
+            raise_if_false(
+                0 <= dst_block_index < dst_block_num,
+                f"dst_block_index:{dst_block_index} must be in [0, {dst_block_num})",
+            )
+
+    def swap_blocks(self, src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
+        self._verify_caches(src_cache, dst_cache, src_to_dst)
+        src_placement = src_cache.cache_desc.placement
+        dst_placement = dst_cache.cache_desc.placement
+        is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
+        is_swap_out = src_placement == Placement.DEVICE and dst_placement == Placement.HOST
+        raise_if_false(
+            is_swap_in or is_swap_out,
+            f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
+        )
+        block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
+        ranges = [
+            (dst_addr + d * block_size, src_addr + s * block_size, block_size)
+            for src_addr, dst_addr in zip(src_cache.tensor_addrs, dst_cache.tensor_addrs)
+            for s, d in src_to_dst.items()
+        ]
+        with engine_call("[swap_blocks]", "swap blocks failed"):
+            self._world.space_copy(ranges)
+
+    # -- not yet simulated ---------------------------------------------------------------------------
