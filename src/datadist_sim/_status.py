@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, NoReturn
+from typing import Any
 
 _BASE = 0x5010B000
 
@@ -106,8 +106,3 @@ def raise_if_true(
 ) -> None:
     if pred:
         raise LLMException(fmt.format(*args, **kwargs), status_code=status_code)
-
-
-def fail(code: LLMStatusCode, message: str) -> NoReturn:
-    """Raise ``LLMException`` for ``code``: the one exit for checks that always fail."""
-    raise LLMException(message, status_code=code)

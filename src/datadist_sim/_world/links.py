@@ -10,7 +10,7 @@ listens is the server; clusters are linked in parallel; the overall code is the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role
@@ -74,15 +74,11 @@ def _v1_link(
 ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
     if node.role is not Role.DECODER:
         return _finish(world, node, "link_clusters", S.LLM_PARAM_INVALID, [], 0.0)
-    if not node.link_mutex.acquire(blocking=False):
-        return _finish(world, node, "link_clusters", S.LLM_PROCESSING_LINK, [], 0.0)
-    try:
-        check = _v1_check(world, node, requests)
-        if check is not S.LLM_SUCCESS:
-            return _finish(world, node, "link_clusters", check, [], 0.0)
-        outcomes = [_connect(world, node, req, timeout_s, S.LLM_WAIT_PROCESS_TIMEOUT) for req in requests]
-    finally:
-        node.link_mutex.release()
+    outcomes = _v1_locked(
+        world, node, requests, lambda req: _connect(world, node, req, timeout_s, S.LLM_WAIT_PROCESS_TIMEOUT)
+    )
+    if isinstance(outcomes, LLMStatusCode):
+        return _finish(world, node, "link_clusters", outcomes, [], 0.0)
     rets = [code for code, _ in outcomes]
     overall = S.LLM_LINK_FAILED if any(code in _ROLLED_BACK for code in rets) else S.LLM_SUCCESS
     return _finish(world, node, "link_clusters", overall, rets, max(t for _, t in outcomes))
@@ -91,19 +87,31 @@ def _v1_link(
 def _v1_unlink(
     world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float, force: bool
 ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
-    if not node.link_mutex.acquire(blocking=False):
-        return _finish(world, node, "unlink_clusters", S.LLM_PROCESSING_LINK, [], 0.0)
-    try:
-        check = _v1_check(world, node, requests)
-        if check is not S.LLM_SUCCESS:
-            return _finish(world, node, "unlink_clusters", check, [], 0.0)
-        outcomes = [_v1_disconnect(world, node, req, timeout_s, force) for req in requests]
-    finally:
-        node.link_mutex.release()
+    outcomes = _v1_locked(
+        world, node, requests, lambda req: _v1_disconnect(world, node, req, timeout_s, force)
+    )
+    if isinstance(outcomes, LLMStatusCode):
+        return _finish(world, node, "unlink_clusters", outcomes, [], 0.0)
     rets = [code for code, _ in outcomes]
     tolerated = (S.LLM_SUCCESS, S.LLM_NOT_YET_LINK)
     overall = S.LLM_SUCCESS if all(code in tolerated for code in rets) else S.LLM_UNLINK_FAILED
     return _finish(world, node, "unlink_clusters", overall, rets, max(t for _, t in outcomes))
+
+
+def _v1_locked(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], attempt: Callable[[LinkRequest], Outcome]
+) -> Union[LLMStatusCode, List[Outcome]]:
+    """One link operation at a time per instance (``LLM_PROCESSING_LINK``), inputs checked under the
+    lock; returns the early code, or each cluster's outcome."""
+    if not node.link_mutex.acquire(blocking=False):
+        return S.LLM_PROCESSING_LINK
+    try:
+        check = _v1_check(world, node, requests)
+        if check is not S.LLM_SUCCESS:
+            return check
+        return [attempt(req) for req in requests]
+    finally:
+        node.link_mutex.release()
 
 
 def _v1_disconnect(

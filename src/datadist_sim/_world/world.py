@@ -148,10 +148,6 @@ class SimWorld:
             self._listeners[ep] = node.cluster_id
         node.listeners = list(endpoints)
 
-    def open_listeners(self, node: ClusterNode, endpoints: List[Endpoint]) -> None:
-        with self.lock:
-            self._open_listeners(node, endpoints)
-
     def close_listeners(self, node: ClusterNode) -> None:
         with self.lock:
             for ep in node.listeners:

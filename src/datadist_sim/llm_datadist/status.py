@@ -7,7 +7,6 @@ from datadist_sim._status import LLMException as LLMException
 from datadist_sim._status import LLMStatusCode as LLMStatusCode
 from datadist_sim._status import Status as Status
 from datadist_sim._status import code_2_status as code_2_status
-from datadist_sim._status import fail as fail
 from datadist_sim._status import handle_llm_status as handle_llm_status
 from datadist_sim._status import raise_if_false as raise_if_false
 from datadist_sim._status import raise_if_true as raise_if_true
@@ -17,7 +16,6 @@ __all__ = [
     "LLMStatusCode",
     "Status",
     "code_2_status",
-    "fail",
     "handle_llm_status",
     "raise_if_false",
     "raise_if_true",

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import socket
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import Endpoint, NodeSettings
 from datadist_sim._world.errors import SimError
 from datadist_sim.llm_datadist.status import raise_if_false
 from datadist_sim.llm_datadist.utils.utils import check_isinstance
-
-
-def parse_listen_ip_info(listen_ip_info: str) -> Tuple[str, int]:
-    """``"ip:port"`` -> ``(ip, port)``; a malformed value is ``LLMException``, a bad port ``ValueError``."""
-    check_isinstance("listen_ip_info", listen_ip_info, [str])
-    ip_and_port = listen_ip_info.split(":")
-    raise_if_false(
-        len(ip_and_port) == 2, f'llm.listenIpInfo "{listen_ip_info}" is invalid, format should be "ip:port"'
-    )
-    return ip_and_port[0], int(ip_and_port[1])
+from datadist_sim.llm_datadist.v2.llm_utils import parse_listen_ip_info
 
 
 def v1_listen_endpoints(listen_ip_info: str, device_num: int) -> List[Endpoint]:

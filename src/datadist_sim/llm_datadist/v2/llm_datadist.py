@@ -35,10 +35,10 @@ from datadist_sim.llm_datadist.v2.cache_manager import CacheManager
 from datadist_sim.llm_datadist.v2.config import (
     int_to_ip,
     node_settings,
-    parse_listen_ip_info,
     v1_listen_endpoints,
 )
 from datadist_sim.llm_datadist.v2.llm_types import RegisterMemStatus
+from datadist_sim.llm_datadist.v2.llm_utils import parse_listen_ip_info
 
 __all__ = ["LLMDataDist"]
 
