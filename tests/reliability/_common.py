@@ -1,0 +1,51 @@
+"""Shared pieces of the reliability suites: run profiles, a snapshot of a world's books, and counters.
+
+``DATADIST_SIM_RELIABILITY=nightly`` selects the long profile; the default ``ci`` profile keeps the
+whole reliability suite within a couple of minutes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any, Dict, Tuple
+
+from hypothesis import HealthCheck, settings
+
+from datadist_sim._world.world import SimWorld
+
+PROFILE = os.environ.get("DATADIST_SIM_RELIABILITY", "ci")
+NIGHTLY = PROFILE == "nightly"
+
+STATS: Counter[str] = Counter()
+"""What the suites explored, printed at the end of the run (``pytest_terminal_summary`` in conftest)."""
+
+
+def machine_settings(ci_examples: int, ci_steps: int) -> settings:
+    """Settings of a state machine: ``ci_examples`` sequences of ``ci_steps`` steps, x10/x2 nightly."""
+    return settings(
+        max_examples=ci_examples * 10 if NIGHTLY else ci_examples,
+        stateful_step_count=ci_steps * 2 if NIGHTLY else ci_steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+def snapshot(world: SimWorld) -> Tuple[Any, ...]:
+    """Everything a call could change in ``world``'s books (not the bytes: callers compare those)."""
+    stores: Dict[int, Any] = {}
+    for cid, store in sorted(world.caches.items()):
+        pools = tuple(
+            None if p is None else (p.used, tuple(sorted(p.allocations().items())), p.limit)
+            for p in (store.device_pool, store.host_pool)
+        )
+        caches = tuple(
+            (e.cache_id, tuple(e.addrs), tuple(sorted(e.keys)), e.released, e.registered)
+            for e in sorted(store.caches.values(), key=lambda e: e.cache_id)
+        )
+        stores[cid] = (pools, caches, tuple(sorted(store.key_table.items())), tuple(sorted(store.inflight)))
+    nodes = tuple(
+        (n.cluster_id, n.role, tuple(n.listeners), tuple(sorted((r, p.broken) for r, p in n.peers.items())))
+        for n in sorted(world.nodes, key=lambda n: n.cluster_id)
+    )
+    return nodes, tuple(sorted(world.listeners.items())), stores, world.memory.backed_bytes, world.now()

@@ -1,0 +1,692 @@
+"""CacheManager mode under any sequence of calls and faults, against a small reference model.
+
+Two Prompts and two Decoders (CacheManager mode, device and host pools of 16 pages) take random
+sequences of init/finalize, link/unlink (incl. force), switch_role, allocate/register/deallocate/
+unregister, remove_cache_key, pull_cache/pull_blocks, copy_cache/copy_blocks/swap_blocks, and faults
+(a capped pool, a link too slow for ``sync_kv_timeout``, a hung Prompt). After every step:
+
+- each call's outcome is the one the model allows for that state (``OOM_MAYBE`` marks the one place the
+  model cannot know: whether a fragmented pool has a block that fits);
+- each pool's ``used`` is what the model's live caches reserve, and ``used + free == capacity``;
+- every key in the engine's table is the model's and names a live cache batch;
+- link ends on both sides are the model's (half-open only where force unlink or finalize left them);
+- every live cache holds exactly the model's bytes: a failed transfer wrote nothing, a successful one
+  wrote the source bytes, never a mix;
+- the world backs exactly the bytes its live pools hold, so nothing leaks after finalize.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+import numpy.typing as npt
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from tests.reliability._common import STATS, machine_settings
+
+from datadist_sim._current import activate
+from datadist_sim._world.address_space import tensor_views
+from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
+from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.data_type import DataType
+from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
+from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
+from datadist_sim.llm_datadist.v2.llm_types import (
+    BlocksCacheKey,
+    Cache,
+    CacheDesc,
+    CacheKey,
+    CacheKeyByIdAndIndex,
+    Placement,
+)
+
+S = LLMStatusCode
+PROMPTS = (1, 2)
+DECODERS = (11, 12)
+CLUSTERS = PROMPTS + DECODERS
+PAGE = 4096
+POOL_PAGES = 16
+ROW = 2048
+"""Bytes of one batch (or block) of one tensor: a [16, 64] float16 slice."""
+NUM_TENSORS = 2
+PAD = 2**64 - 1
+OOM_MAYBE = "success or LLM_OUT_OF_MEMORY"
+PAIRS = st.one_of(
+    st.sampled_from([(d, p) for d in DECODERS for p in PROMPTS]),
+    st.tuples(st.sampled_from(CLUSTERS), st.sampled_from(CLUSTERS)),
+)
+"""(puller, source): mostly a Decoder and a Prompt, sometimes any two (own cluster, unlinked, reversed)."""
+Outcome = Optional[LLMStatusCode]
+Array = npt.NDArray[np.uint8]
+EngineKey = Tuple[str, int, int]
+
+
+def _reserve(batch: int) -> int:
+    """Pool bytes one cache reserves: whole pages per tensor, at least one."""
+    return NUM_TENSORS * max(PAGE, -(-batch * ROW // PAGE) * PAGE)
+
+
+def _options(cid: int) -> Dict[str, str]:
+    pool = json.dumps({"memory_size": POOL_PAGES * PAGE, "page_shift": 12})
+    opts = {
+        "ge.exec.deviceId": "0",
+        "llm.EnableCacheManager": "1",
+        "llm.MemPoolConfig": pool,
+        "llm.HostMemPoolConfig": pool,
+    }
+    if cid in PROMPTS:
+        opts["llm.listenIpInfo"] = _listen(cid)
+    return opts
+
+
+def _listen(cid: int) -> str:
+    return f"192.168.1.1:{26000 + cid}"
+
+
+def _info(remote: int) -> LLMClusterInfo:
+    c = LLMClusterInfo()
+    c.remote_cluster_id = remote
+    c.append_local_ip_info("192.168.2.1", 0)
+    c.append_remote_ip_info("192.168.1.1", 26000 + remote)
+    return c
+
+
+@dataclass(eq=False)
+class MCache:
+    """The model of one cache: its handle, shape, keys and the bytes it must hold."""
+
+    handle: Cache
+    addrs: List[int]
+    batch: int
+    blocks: bool
+    host: bool
+    data: List[Array]
+    registered: Optional[List[Array]] = None
+    """The caller-owned buffers of a registered cache (its bytes live there)."""
+    keys: Set[EngineKey] = field(default_factory=set)
+    released: bool = False
+
+    @property
+    def reserved(self) -> int:
+        return 0 if self.registered is not None else _reserve(self.batch)
+
+
+@dataclass(eq=False)
+class MNode:
+    """The model of one initialised instance."""
+
+    dd: LLMDataDist
+    caches: Dict[int, MCache] = field(default_factory=dict)
+    keys: Dict[EngineKey, Tuple[int, int]] = field(default_factory=dict)
+    handles: List[Cache] = field(default_factory=list)
+    limit: Optional[int] = None
+
+    def used(self, host: bool) -> int:
+        return sum(c.reserved for c in self.caches.values() if c.host == host)
+
+    def live(self, handle: Cache) -> Optional[MCache]:
+        """The model cache a handle names if the engine would accept it as a live local cache."""
+        mc = self.caches.get(handle.cache_id)
+        return None if mc is None or mc.released or mc.handle is not handle else mc
+
+
+class CacheMachine(RuleBasedStateMachine):
+    @initialize()
+    def start(self) -> None:
+        self.world = SimWorld(seed=5, config=SimConfig(pause_wall_limit_s=0.001))
+        self.ctx = activate(self.world)
+        self.ctx.__enter__()
+        self.rng = np.random.default_rng(5)
+        self.nodes: Dict[int, MNode] = {}
+        self.ends: Set[Tuple[int, int]] = set()
+        self.broken: Set[Tuple[int, int]] = set()
+        self.slow: Set[Tuple[int, int]] = set()
+        self.hung: Dict[int, Any] = {}
+        for cid in CLUSTERS:
+            self._init(cid)
+        for d in DECODERS:
+            for p in PROMPTS:
+                self.link(d, p)
+        for cid in CLUSTERS:
+            self.allocate_cache(cid, 2, [0, 1] if cid in PROMPTS else [], False)
+            self.allocate_blocks_cache(cid, 4, 0 if cid in PROMPTS else None, False)
+            self.allocate_blocks_cache(cid, 4, None, True)
+        STATS["stateful sequences"] += 1
+
+    def teardown(self) -> None:
+        for gate in self.hung.values():
+            gate.__exit__(None, None, None)
+        finalize_all(self.world)
+        self.ctx.__exit__(None, None, None)
+        assert not self.world.nodes
+        assert not self.world.listeners
+        assert self.world.memory.backed_bytes == 0
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _init(self, cid: int) -> None:
+        dd = LLMDataDist(LLMRole.PROMPT if cid in PROMPTS else LLMRole.DECODER, cid)
+        dd.init(_options(cid))
+        self.nodes[cid] = MNode(dd)
+
+    def _call(self, op: str, allowed: Any, fn: Callable[[], Any]) -> Tuple[Outcome, Any]:
+        """Run ``fn``; its code (None for success) must be ``allowed`` (a code, None, or OOM_MAYBE)."""
+        try:
+            result, code = fn(), None
+        except LLMException as exc:
+            result, code = None, exc.status_code
+        ok = {None, S.LLM_OUT_OF_MEMORY} if allowed == OOM_MAYBE else {allowed}
+        assert code in ok, f"got {code}, model allows {allowed}"
+        STATS[f"{op} -> {code.name if code is not None else 'LLM_SUCCESS'}"] += 1
+        return code, result
+
+    def _views(self, mc: MCache) -> List[Array]:
+        if mc.registered is not None:
+            return mc.registered
+        return tensor_views(self.world.memory, mc.addrs, (mc.batch, ROW), np.uint8)  # type: ignore[return-value]
+
+    def _fill(self, mc: MCache) -> None:
+        for view in self._views(mc):
+            view[...] = self.rng.integers(0, 256, view.shape, dtype=np.uint8)
+        mc.data = [v.copy() for v in self._views(mc)]
+
+    def _free(self, node: MNode, mc: MCache) -> None:
+        for ek in mc.keys:
+            node.keys.pop(ek, None)
+        mc.keys.clear()
+        node.caches.pop(mc.handle.cache_id, None)
+
+    def _drop_key(self, node: MNode, ek: EngineKey) -> None:
+        cache_id, _ = node.keys.pop(ek)
+        mc = node.caches[cache_id]
+        mc.keys.discard(ek)
+        if mc.released and not mc.keys:
+            self._free(node, mc)
+
+    def _pick(self, data: st.DataObject, handles: List[Cache], blocks: bool) -> Optional[Cache]:
+        chosen = [h for h in handles if h.is_blocks_cache == blocks]
+        return data.draw(st.sampled_from(chosen)) if chosen else None
+
+    def _link_ok(self, d: int, p: int) -> bool:
+        return (d, p) in self.ends and p in self.nodes and (d, p) not in self.broken
+
+    def _key_allowed(self, node: MNode, ek: EngineKey) -> bool:
+        return ek not in node.keys
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @rule(cid=st.sampled_from(CLUSTERS))
+    def finalize(self, cid: int) -> None:
+        node = self.nodes.pop(cid, None)
+        if node is None:
+            return
+        node.dd.finalize()
+        self.ends = {(a, b) for a, b in self.ends if a != cid}
+        self.broken = {(a, b) for a, b in self.broken if a != cid}
+
+    @precondition(lambda self: len(self.nodes) < len(CLUSTERS))
+    @rule(cid=st.sampled_from(CLUSTERS))
+    def reinit(self, cid: int) -> None:
+        if cid not in self.nodes:
+            self._init(cid)
+
+    @rule(cid=st.sampled_from(CLUSTERS), role=st.sampled_from(list(LLMRole)))
+    def switch_role(self, cid: int, role: LLMRole) -> None:
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        options = {"llm.listenIpInfo": _listen(cid)} if cid in PROMPTS else None
+        holds_link = any(a == cid for a, _ in self.ends)
+        self._call(
+            "switch_role",
+            S.LLM_EXIST_LINK if holds_link else None,
+            lambda: node.dd.switch_role(role, options),
+        )
+
+    # -- links -------------------------------------------------------------------------------------
+
+    @rule(d=st.sampled_from(DECODERS), p=st.sampled_from(PROMPTS))
+    def link(self, d: int, p: int) -> None:
+        if d not in self.nodes:
+            return
+        ret, rets = self.nodes[d].dd.link_clusters([_info(p)])
+        if p not in self.nodes:
+            expected = S.LLM_LINK_FAILED
+        elif p in self.hung:
+            expected = S.LLM_TIMEOUT
+        elif (d, p) in self.ends:
+            expected = S.LLM_ALREADY_LINK
+        else:
+            expected = S.LLM_SUCCESS
+            self.ends |= {(d, p), (p, d)}
+            self.broken -= {(d, p), (p, d)}
+        assert (ret, rets) == (expected, [expected])
+
+    @rule(d=st.sampled_from(DECODERS), p=st.sampled_from(PROMPTS), force=st.booleans())
+    def unlink(self, d: int, p: int, force: bool) -> None:
+        if d not in self.nodes:
+            return
+        ret, rets = self.nodes[d].dd.unlink_clusters([_info(p)], force=force)
+        if force:
+            expected = S.LLM_SUCCESS
+            self.ends.discard((d, p))
+            self.broken.discard((d, p))
+        elif p not in self.nodes or p in self.hung:
+            expected = S.LLM_UNLINK_FAILED
+        else:
+            expected = S.LLM_SUCCESS
+            self.ends -= {(d, p), (p, d)}
+            self.broken -= {(d, p), (p, d)}
+        assert (ret, rets) == (expected, [expected])
+
+    # -- faults ------------------------------------------------------------------------------------
+
+    @rule(cid=st.sampled_from(CLUSTERS), pages=st.one_of(st.none(), st.integers(0, POOL_PAGES)))
+    def cap_pool(self, cid: int, pages: Optional[int]) -> None:
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        node.limit = None if pages is None else pages * PAGE
+        pool = self.world.caches[cid].device_pool
+        assert pool is not None
+        pool.set_limit(node.limit)
+        STATS["faults injected"] += pages is not None
+
+    @rule(d=st.sampled_from(DECODERS), p=st.sampled_from(PROMPTS), slow=st.booleans())
+    def slow_link(self, d: int, p: int, slow: bool) -> None:
+        """A slow link makes every transfer outlast ``sync_kv_timeout`` (1 s): LLM_TIMEOUT, link broken."""
+        self.world.set_link_bandwidth(d, p, 100.0 if slow else ROCE_BYTES_PER_S)
+        (self.slow.add if slow else self.slow.discard)((min(d, p), max(d, p)))
+        STATS["faults injected"] += slow
+
+    @rule(p=st.sampled_from(PROMPTS))
+    def hang_or_heal(self, p: int) -> None:
+        """A hung Prompt answers no handshake: link times out, a non-force unlink fails."""
+        gate = self.hung.pop(p, None)
+        if gate is not None:
+            gate.__exit__(None, None, None)
+            return
+        gate = self.world.pause(p)
+        gate.__enter__()
+        self.hung[p] = gate
+        STATS["faults injected"] += 1
+
+    # -- allocation and registration ---------------------------------------------------------------
+
+    def _add(
+        self, node: MNode, handle: Cache, batch: int, host: bool, bound: List[Tuple[EngineKey, int]]
+    ) -> None:
+        mc = MCache(handle, list(handle.tensor_addrs), batch, handle.is_blocks_cache, host, [])
+        for ek, index in bound:
+            node.keys[ek] = (handle.cache_id, index)
+            mc.keys.add(ek)
+        node.caches[handle.cache_id] = mc
+        node.handles.append(handle)
+        self._fill(mc)
+
+    def _alloc_allowed(self, node: MNode, batch: int, host: bool) -> Any:
+        need, used = _reserve(batch), node.used(host)
+        limit = None if host else node.limit
+        if used + need > POOL_PAGES * PAGE or (limit is not None and used + need > limit):
+            return S.LLM_OUT_OF_MEMORY
+        return OOM_MAYBE
+
+    @rule(
+        cid=st.sampled_from(CLUSTERS),
+        batch=st.integers(1, 3),
+        reqs=st.lists(st.one_of(st.none(), st.integers(0, 2)), max_size=4),
+        host=st.booleans(),
+    )
+    def allocate_cache(self, cid: int, batch: int, reqs: List[Optional[int]], host: bool) -> None:
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        desc = CacheDesc(
+            NUM_TENSORS, [batch, 16, 64], DataType.DT_FLOAT16, Placement.HOST if host else Placement.DEVICE
+        )
+        keys = [CacheKey(cid, PAD if r is None else r) for r in reqs]
+        bound = [(("req", r, 0), i) for i, r in enumerate(reqs) if r is not None]
+        if len(reqs) > batch or len(set(reqs)) != len(reqs):
+            allowed: Any = S.LLM_PARAM_INVALID
+        elif any(ek in node.keys for ek, _ in bound):
+            allowed = S.LLM_PARAM_INVALID
+        else:
+            allowed = self._alloc_allowed(node, batch, host)
+        code, handle = self._call(
+            "allocate_cache", allowed, lambda: node.dd.cache_manager.allocate_cache(desc, keys)
+        )
+        if code is None:
+            self._add(node, handle, batch, host, bound)
+
+    @rule(
+        cid=st.sampled_from(CLUSTERS),
+        blocks=st.integers(1, 4),
+        model=st.one_of(st.none(), st.integers(0, 1)),
+        host=st.booleans(),
+    )
+    def allocate_blocks_cache(self, cid: int, blocks: int, model: Optional[int], host: bool) -> None:
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        desc = CacheDesc(
+            NUM_TENSORS, [blocks, 16, 64], DataType.DT_FLOAT16, Placement.HOST if host else Placement.DEVICE
+        )
+        key = None if model is None else BlocksCacheKey(cid, model)
+        bound = [] if model is None else [(("blocks", 0, model), 0)]
+        allowed: Any = S.LLM_PARAM_INVALID if any(ek in node.keys for ek, _ in bound) else None
+        if allowed is None:
+            allowed = self._alloc_allowed(node, blocks, host)
+        code, handle = self._call(
+            "allocate_blocks_cache", allowed, lambda: node.dd.cache_manager.allocate_blocks_cache(desc, key)
+        )
+        if code is None:
+            self._add(node, handle, blocks, host, bound)
+
+    @rule(cid=st.sampled_from(CLUSTERS), batch=st.integers(1, 2), req=st.one_of(st.none(), st.integers(0, 2)))
+    def register_cache(self, cid: int, batch: int, req: Optional[int]) -> None:
+        """Register caller-owned numpy buffers, as real clients register their tensors' ``data_ptr()``."""
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        buffers = [np.zeros((batch, ROW), np.uint8) for _ in range(NUM_TENSORS)]
+        desc = CacheDesc(NUM_TENSORS, [batch, 16, 64], DataType.DT_FLOAT16)
+        keys = [] if req is None else [CacheKey(cid, req)]
+        bound = [] if req is None else [(("req", req, 0), 0)]
+        allowed = S.LLM_PARAM_INVALID if any(ek in node.keys for ek, _ in bound) else None
+        addrs = [int(b.ctypes.data) for b in buffers]
+        code, handle = self._call(
+            "register_cache", allowed, lambda: node.dd.cache_manager.register_cache(desc, addrs, keys)
+        )
+        if code is None:
+            mc = MCache(handle, addrs, batch, False, False, [], registered=buffers)
+            for ek, index in bound:
+                node.keys[ek] = (handle.cache_id, index)
+                mc.keys.add(ek)
+            node.caches[handle.cache_id] = mc
+            node.handles.append(handle)
+            self._fill(mc)
+
+    @rule(cid=st.sampled_from(CLUSTERS), data=st.data())
+    def unregister_cache(self, cid: int, data: st.DataObject) -> None:
+        node = self.nodes.get(cid)
+        if node is None or not node.handles:
+            return
+        handle = data.draw(st.sampled_from(node.handles))
+        mc = node.caches.get(handle.cache_id)
+        self._call("unregister_cache", None, lambda: node.dd.cache_manager.unregister_cache(handle.cache_id))
+        if mc is not None and mc.registered is not None:
+            self._free(node, mc)
+
+    @rule(cid=st.sampled_from(CLUSTERS), data=st.data())
+    def deallocate(self, cid: int, data: st.DataObject) -> None:
+        node = self.nodes.get(cid)
+        if node is None or not node.handles:
+            return
+        handle = data.draw(st.sampled_from(node.handles))
+        cm = node.dd.cache_manager
+        call = cm.deallocate_blocks_cache if handle.is_blocks_cache else cm.deallocate_cache
+        mc = node.caches.get(handle.cache_id)
+        self._call("deallocate", None, lambda: call(handle))
+        if mc is None or mc.registered is not None or mc.released:
+            return
+        if mc.blocks or not mc.keys:
+            self._free(node, mc)
+        else:
+            mc.released = True
+
+    @rule(cid=st.sampled_from(CLUSTERS), req=st.integers(0, 2))
+    def remove_cache_key(self, cid: int, req: int) -> None:
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        self._call(
+            "remove_cache_key", None, lambda: node.dd.cache_manager.remove_cache_key(CacheKey(cid, req))
+        )
+        ek = ("req", req, 0)
+        if ek in node.keys and node.caches[node.keys[ek][0]].registered is None:
+            self._drop_key(node, ek)
+
+    # -- transfers ---------------------------------------------------------------------------------
+
+    def _pull_gate(self, d: int, p: int, dst: Optional[MCache]) -> Optional[LLMStatusCode]:
+        """Codes a pull gets before the source is looked up, in the engine's order."""
+        if dst is None:
+            return S.LLM_KV_CACHE_NOT_EXIST
+        if d == p:
+            return S.LLM_PARAM_INVALID
+        if not self._link_ok(d, p):
+            return S.LLM_NOT_YET_LINK
+        return None
+
+    def _after_transfer(self, d: int, p: int) -> Optional[LLMStatusCode]:
+        if (min(d, p), max(d, p)) in self.slow:
+            self.broken.add((d, p))
+            return S.LLM_TIMEOUT
+        return None
+
+    @rule(
+        pair=PAIRS, req=st.integers(0, 2), by_id=st.booleans(), batch_index=st.integers(0, 2), data=st.data()
+    )
+    def pull_cache(
+        self, pair: Tuple[int, int], req: int, by_id: bool, batch_index: int, data: st.DataObject
+    ) -> None:
+        d, p = pair
+        node = self.nodes.get(d)
+        if node is None:
+            return
+        handle = self._pick(data, node.handles, blocks=False)
+        if handle is None:
+            return
+        src_node = self.nodes.get(p)
+        key: Any = CacheKey(p, req)
+        src: Optional[MCache] = None
+        src_batch = 0
+        consume: Optional[EngineKey] = None
+        if by_id:
+            ids = sorted({h.cache_id for h in src_node.handles}) if src_node is not None else []
+            cache_id = data.draw(st.sampled_from(ids or [1]))
+            src_batch = data.draw(st.integers(0, 2))
+            key = CacheKeyByIdAndIndex(p, cache_id, src_batch)
+            if src_node is not None and cache_id in src_node.caches:
+                src = src_node.caches[cache_id]
+                found = [
+                    ek for ek in src.keys if ek[0] == "req" and src_node.keys[ek] == (cache_id, src_batch)
+                ]
+                consume = found[0] if found else None
+                if src_batch >= src.batch and not src.blocks:
+                    src = None
+        elif src_node is not None and ("req", req, 0) in src_node.keys:
+            consume = ("req", req, 0)
+            cache_id, src_batch = src_node.keys[consume]
+            src = src_node.caches[cache_id]
+        dst = node.live(handle)
+        allowed = self._pull_gate(d, p, dst)
+        if allowed is None and src is None:
+            allowed = S.LLM_KV_CACHE_NOT_EXIST
+        elif allowed is None and ((src is not None and src.blocks) or batch_index >= dst.batch):  # type: ignore[union-attr]
+            allowed = S.LLM_PARAM_INVALID
+        elif allowed is None:
+            allowed = self._after_transfer(d, p)
+        code, _ = self._call(
+            "pull_cache", allowed, lambda: node.dd.cache_manager.pull_cache(key, handle, batch_index)
+        )
+        if code is None:
+            assert dst is not None
+            assert src is not None
+            assert src_node is not None
+            for t in range(NUM_TENSORS):
+                dst.data[t][batch_index] = src.data[t][src_batch]
+            if consume is not None and src.registered is None:
+                self._drop_key(src_node, consume)
+        STATS["transfers tried"] += 1
+
+    @rule(
+        pair=PAIRS,
+        model=st.integers(0, 1),
+        pairs=st.lists(
+            st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3, unique_by=lambda t: t[1]
+        ),
+        data=st.data(),
+    )
+    def pull_blocks(
+        self, pair: Tuple[int, int], model: int, pairs: List[Tuple[int, int]], data: st.DataObject
+    ) -> None:
+        d, p = pair
+        node = self.nodes.get(d)
+        if node is None:
+            return
+        handle = self._pick(data, node.handles, blocks=True)
+        if handle is None:
+            return
+        src_node = self.nodes.get(p)
+        ek = ("blocks", 0, model)
+        src = src_node.caches[src_node.keys[ek][0]] if src_node is not None and ek in src_node.keys else None
+        dst = node.live(handle)
+        allowed = self._pull_gate(d, p, dst)
+        if allowed is None and src is None:
+            allowed = S.LLM_KV_CACHE_NOT_EXIST
+        elif allowed is None and not all(s < src.batch and t < dst.batch for s, t in pairs):  # type: ignore[union-attr]
+            allowed = S.LLM_PARAM_INVALID
+        elif allowed is None:
+            allowed = self._after_transfer(d, p)
+        src_blocks, dst_blocks = [s for s, _ in pairs], [t for _, t in pairs]
+        code, _ = self._call(
+            "pull_blocks",
+            allowed,
+            lambda: node.dd.cache_manager.pull_blocks(
+                BlocksCacheKey(p, model), handle, src_blocks, dst_blocks
+            ),
+        )
+        if code is None:
+            assert dst is not None
+            assert src is not None
+            for t in range(NUM_TENSORS):
+                for s, b in pairs:
+                    dst.data[t][b] = src.data[t][s]
+        STATS["transfers tried"] += 1
+
+    @rule(
+        cid=st.sampled_from(CLUSTERS),
+        dst_batch=st.integers(0, 3),
+        src_batch=st.integers(0, 3),
+        data=st.data(),
+    )
+    def copy_cache(self, cid: int, dst_batch: int, src_batch: int, data: st.DataObject) -> None:
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        dst_h, src_h = self._pick(data, node.handles, False), self._pick(data, node.handles, False)
+        if dst_h is None or src_h is None:
+            return
+        dst, src = node.live(dst_h), node.live(src_h)
+        if dst is None or src is None:
+            allowed = S.LLM_KV_CACHE_NOT_EXIST
+        elif dst_batch >= dst.batch or src_batch >= src.batch:
+            allowed = S.LLM_PARAM_INVALID
+        else:
+            allowed = None
+        cm = node.dd.cache_manager
+        code, _ = self._call("copy_cache", allowed, lambda: cm.copy_cache(dst_h, src_h, dst_batch, src_batch))
+        if code is None:
+            assert dst is not None
+            assert src is not None
+            for t in range(NUM_TENSORS):
+                dst.data[t][dst_batch] = src.data[t][src_batch].copy()
+
+    @rule(
+        cid=st.sampled_from(CLUSTERS),
+        pairs=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=3),
+        data=st.data(),
+    )
+    def copy_blocks(self, cid: int, pairs: List[Tuple[int, int]], data: st.DataObject) -> None:
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        handle = self._pick(data, node.handles, True)
+        if handle is None:
+            return
+        info: Dict[int, List[int]] = {}
+        for s, t in pairs:
+            info.setdefault(s, []).append(t)
+        ordered = [(s, t) for s, ts in info.items() for t in ts]
+        mc = node.live(handle)
+        if mc is None:
+            allowed = S.LLM_KV_CACHE_NOT_EXIST
+        elif not all(s < mc.batch and t < mc.batch for s, t in ordered):
+            allowed = S.LLM_PARAM_INVALID
+        else:
+            allowed = None
+        code, _ = self._call("copy_blocks", allowed, lambda: node.dd.cache_manager.copy_blocks(handle, info))
+        if code is None:
+            assert mc is not None
+            for t in range(NUM_TENSORS):
+                for s, b in ordered:
+                    mc.data[t][b] = mc.data[t][s].copy()
+
+    @rule(
+        cid=st.sampled_from(CLUSTERS),
+        mapping=st.dictionaries(st.integers(0, 4), st.integers(0, 4), max_size=3),
+        data=st.data(),
+    )
+    def swap_blocks(self, cid: int, mapping: Dict[int, int], data: st.DataObject) -> None:
+        """Host <-> device blocks of one instance (only live caches: a stale handle has no addresses)."""
+        node = self.nodes.get(cid)
+        if node is None:
+            return
+        live = [mc for mc in node.caches.values() if mc.blocks and not mc.released]
+        if not live:
+            return
+        src, dst = data.draw(st.sampled_from(live)), data.draw(st.sampled_from(live))
+        if src.host == dst.host or not all(s < src.batch and t < dst.batch for s, t in mapping.items()):
+            with_code = S.LLM_PARAM_INVALID
+        else:
+            with_code = None
+        code, _ = self._call(
+            "swap_blocks",
+            with_code,
+            lambda: node.dd.cache_manager.swap_blocks(src.handle, dst.handle, mapping),
+        )
+        if code is None:
+            for t in range(NUM_TENSORS):
+                for s, b in mapping.items():
+                    dst.data[t][b] = src.data[t][s]
+
+    # -- invariants --------------------------------------------------------------------------------
+
+    @invariant()
+    def books_balance(self) -> None:
+        STATS["stateful steps"] += 1
+        backed = 0
+        for cid, node in self.nodes.items():
+            store = self.world.caches[cid]
+            for pool, host in ((store.device_pool, False), (store.host_pool, True)):
+                assert pool is not None
+                assert pool.used == node.used(host), (cid, host)
+                assert pool.used + pool.free_bytes == pool.capacity
+                backed += pool.used
+            assert store.key_table == node.keys
+            for cache_id, batch in store.key_table.values():
+                assert batch < store.caches[cache_id].batch_size
+            assert set(store.caches) == set(node.caches)
+        assert self.world.memory.backed_bytes == backed
+        assert not (set(self.world.caches) - set(self.nodes))
+
+    @invariant()
+    def links_match(self) -> None:
+        assert set(self.world.links()) == self.ends
+        for d, p in self.ends:
+            assert self.world.node(d).peers[p].broken == ((d, p) in self.broken)  # type: ignore[union-attr]
+
+    @invariant()
+    def bytes_match(self) -> None:
+        for node in self.nodes.values():
+            for mc in node.caches.values():
+                for view, want in zip(self._views(mc), mc.data):
+                    assert np.array_equal(view, want), mc.handle
+
+
+TestCacheMachine = CacheMachine.TestCase
+TestCacheMachine.settings = machine_settings(ci_examples=150, ci_steps=40)
