@@ -1,0 +1,157 @@
+"""asyncio face: awaitable calls that leave the loop free, and a loop on the world's virtual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import List, Tuple
+
+import pytest
+
+from datadist_sim import RealClock, SimConfig, SimWorld, aio
+from datadist_sim.llm_datadist import LLMClusterInfo, LLMDataDist, LLMRole, LLMStatusCode
+
+PROMPT, DECODE = 1, 2
+
+
+def _cluster_info(port: int = 26000) -> LLMClusterInfo:
+    info = LLMClusterInfo()
+    info.remote_cluster_id = PROMPT
+    info.append_local_ip_info("192.168.2.1", 0)
+    info.append_remote_ip_info("192.168.1.1", port)
+    return info
+
+
+def _instance(role: LLMRole, cluster_id: int, listen: str = "") -> LLMDataDist:
+    dd = LLMDataDist(role, cluster_id)
+    options = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1"}
+    if listen:
+        options["llm.listenIpInfo"] = listen
+    dd.init(options)
+    return dd
+
+
+def test_asyncio_sleep_advances_simulated_time_not_wall_time() -> None:
+    world = SimWorld()
+
+    async def main() -> float:
+        await asyncio.sleep(3600.0)
+        return asyncio.get_running_loop().time()
+
+    assert aio.run(main(), world=world) == pytest.approx(3600.0)
+    assert world.now() == pytest.approx(3600.0)
+
+
+def test_timers_fire_in_simulated_time_order() -> None:
+    world = SimWorld()
+    woke: List[Tuple[str, float]] = []
+
+    async def sleeper(name: str, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        woke.append((name, world.now()))
+
+    async def main() -> None:
+        await asyncio.gather(sleeper("c", 3.0), sleeper("a", 1.0), sleeper("b", 2.0))
+
+    aio.run(main(), world=world)
+    assert [name for name, _ in woke] == ["a", "b", "c"]
+    assert [t for _, t in woke] == pytest.approx([1.0, 2.0, 3.0])
+
+
+def test_wait_for_times_out_at_the_simulated_deadline() -> None:
+    world = SimWorld()
+
+    async def main() -> None:
+        await asyncio.wait_for(asyncio.sleep(10.0), timeout=2.5)
+
+    with pytest.raises(asyncio.TimeoutError):
+        aio.run(main(), world=world)
+    assert world.now() == pytest.approx(2.5)
+
+
+def test_to_thread_leaves_the_loop_free_while_the_call_blocks() -> None:
+    released = threading.Event()
+
+    def blocking_call() -> Tuple[bool, int]:
+        return released.wait(5.0), threading.get_ident()
+
+    async def main() -> Tuple[bool, int]:
+        call = asyncio.ensure_future(aio.to_thread(blocking_call))
+        await asyncio.sleep(0)
+        released.set()  # only possible because the call is not running on the loop's thread
+        return await call
+
+    got, thread = aio.run(main(), world=SimWorld())
+    assert got is True
+    assert thread != threading.get_ident()
+
+
+def test_wrapped_instance_links_and_the_link_time_is_simulated() -> None:
+    world = SimWorld(config=SimConfig(link_setup_s=0.05))
+
+    async def main() -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+        await aio.to_thread(_instance, LLMRole.PROMPT, PROMPT, "192.168.1.1:26000")
+        decode = aio.wrap(await aio.to_thread(_instance, LLMRole.DECODER, DECODE))
+        ret, rets = await decode.link_clusters([_cluster_info()], 5000)
+        return ret, rets
+
+    with world.activate():
+        ret, rets = aio.run(main())
+    assert ret == LLMStatusCode.LLM_SUCCESS
+    assert rets == [LLMStatusCode.LLM_SUCCESS]
+    assert world.is_linked(PROMPT, DECODE)
+    assert world.now() == pytest.approx(0.05, abs=0.01)
+
+
+def test_async_backoff_client_waits_in_simulated_time_for_a_late_prompt() -> None:
+    """The Prompt comes up at t=10 s; the Decode client retries with 1, 2, 4, ... s of asyncio.sleep."""
+    world = SimWorld()
+    attempts: List[Tuple[float, str]] = []
+
+    async def start_prompt_later() -> None:
+        await asyncio.sleep(10.0)
+        await aio.to_thread(_instance, LLMRole.PROMPT, PROMPT, "192.168.1.1:26000")
+
+    async def client() -> None:
+        decode = aio.wrap(await aio.to_thread(_instance, LLMRole.DECODER, DECODE))
+        backoff = 1.0
+        while True:
+            _, rets = await decode.link_clusters([_cluster_info()], 1000)
+            attempts.append((world.now(), rets[0].name))
+            if rets[0] == LLMStatusCode.LLM_SUCCESS:
+                return
+            await asyncio.sleep(backoff)
+            backoff *= 2
+
+    async def main() -> None:
+        await asyncio.gather(start_prompt_later(), client())
+
+    with world.activate():
+        aio.run(main())
+    outcomes = [name for _, name in attempts]
+    assert outcomes[-1] == "LLM_SUCCESS"
+    assert set(outcomes[:-1]) == {"LLM_LINK_FAILED"}
+    assert len(outcomes) == 4  # fail at 1, 3, 7 s (1 s timeout each, then 1, 2, 4 s backoff); up at 10
+    assert 10.0 < world.now() < 20.0
+
+
+def test_a_world_on_the_real_clock_is_refused() -> None:
+    with pytest.raises(TypeError, match="virtual clock"):
+        aio.VirtualTimeEventLoop(SimWorld(clock=RealClock()))
+
+
+def test_the_policy_makes_virtual_time_loops() -> None:
+    world = SimWorld()
+    loop = aio.event_loop_policy(world).new_event_loop()
+    try:
+        assert isinstance(loop, aio.VirtualTimeEventLoop)
+        assert loop.clock is world.clock
+    finally:
+        loop.close()
+
+
+def test_wrap_passes_plain_attributes_through() -> None:
+    class Thing:
+        size = 3
+
+    assert aio.wrap(Thing()).size == 3
