@@ -1,7 +1,8 @@
 """datadist-sim: an in-process simulator of Huawei CANN's LLM-DataDist (``llm_datadist``).
 
 ``SimWorld`` is the simulated fabric; ``install()`` makes ``import llm_datadist`` resolve to the fake;
-``status_info(code)`` gives each status code's meaning, retryability and remedy.
+``status_info(code)`` gives each status code's meaning, retryability and remedy; ``Fault`` rules go in
+``world.faults``; ``datadist_sim.scenarios`` reads scenario files; ``world.trace`` records every call.
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ from datadist_sim._install import install as install
 from datadist_sim._install import installed as installed
 from datadist_sim._install import is_installed as is_installed
 from datadist_sim._install import uninstall as uninstall
+from datadist_sim._status import LLMException as LLMException
+from datadist_sim._status import LLMStatusCode as LLMStatusCode
 from datadist_sim._status_table import STATUS_TABLE as STATUS_TABLE
 from datadist_sim._status_table import StatusInfo as StatusInfo
 from datadist_sim._status_table import retryable_codes as retryable_codes
 from datadist_sim._status_table import status_info as status_info
-
-# issue 4 (data plane): numpy views of a cache's tensors
 from datadist_sim._views import tensor_views as tensor_views
 from datadist_sim._world.clock import RealClock as RealClock
 from datadist_sim._world.clock import VirtualClock as VirtualClock
+from datadist_sim._world.faults import Fault as Fault
+from datadist_sim._world.faults import FaultPlan as FaultPlan
+from datadist_sim._world.trace import TraceEvent as TraceEvent
+from datadist_sim._world.trace import read_jsonl as read_trace
+from datadist_sim._world.trace import summarise as summarise_trace
 from datadist_sim._world.world import HCCS_BYTES_PER_S as HCCS_BYTES_PER_S
 from datadist_sim._world.world import ROCE_BYTES_PER_S as ROCE_BYTES_PER_S
 from datadist_sim._world.world import SimConfig as SimConfig
@@ -32,6 +38,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HCCS_BYTES_PER_S",
+    "Fault",
+    "FaultPlan",
+    "LLMException",
+    "LLMStatusCode",
+    "TraceEvent",
+    "read_trace",
+    "summarise_trace",
     "ROCE_BYTES_PER_S",
     "STATUS_TABLE",
     "RealClock",

@@ -443,14 +443,27 @@ def test_metadata_only_address_fails_cleanly_and_changes_nothing(world: SimWorld
     assert not any(v.any() for v in views(world, dst))
 
 
-def test_poisoned_source_is_device_mem_error_and_changes_nothing(world: SimWorld) -> None:
+def test_poisoned_remote_source_is_suspect_remote_error_and_changes_nothing(world: SimWorld) -> None:
+    """A UCE in the peer's memory: the puller sees LLM_SUSPECT_REMOTE_ERROR (status table)."""
     p, d = pair(v2=True)
     src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
     fill(world, src)
     dst = d.cache_manager.allocate_cache(desc())
     world.memory.poison(src.tensor_addrs[3], 16)
-    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_DEVICE_MEM_ERROR
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_SUSPECT_REMOTE_ERROR
     assert not any(v.any() for v in views(world, dst))
+    world.memory.heal()
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+
+
+def test_poisoned_local_destination_is_device_mem_error_and_keeps_the_key(world: SimWorld) -> None:
+    """A UCE in the caller's own memory: LLM_DEVICE_MEM_ERROR; the source key is not consumed."""
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    fill(world, src)
+    dst = d.cache_manager.allocate_cache(desc())
+    world.memory.poison(dst.tensor_addrs[0], 8)
+    assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_DEVICE_MEM_ERROR
     world.memory.heal()
     d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
 

@@ -323,6 +323,11 @@ class AddressSpace:
                 end = address + nbytes
                 self._poison = [(lo, hi) for lo, hi in self._poison if hi <= address or lo >= end]
 
+    def is_poisoned(self, address: int, nbytes: int) -> bool:
+        """Whether ``[address, address + nbytes)`` overlaps a poisoned range."""
+        end = address + nbytes
+        return any(low < end and address < high for low, high in self._poison)
+
     @property
     def poisoned(self) -> list[tuple[int, int]]:
         """``(start, end)`` of every poisoned range."""

@@ -35,6 +35,8 @@ class PeerLink:
     via_comm: Optional[int] = None
     broken: bool = False
     """A transfer on this link timed out: per the documented remedy it must be re-established."""
+    peer_lost: bool = False
+    """The peer's process died; the next transfer waits for an answer that never comes."""
 
 
 @dataclass

@@ -80,7 +80,7 @@ class CommRegistry:
             comm.members[own] = _Member(comm_id, world.now(), dict(rank_info), rank_table)
             self._by_id.setdefault(own, {})[comm_id] = name
             self._settle(comm)
-        world.record(own, "link", "LLM_SUCCESS", f"comm {name} id {comm_id}")
+        world.record(own, "comm.join", "ok", f"comm {name} id {comm_id}")
         return comm_id
 
     def _settle(self, comm: Communicator) -> None:
@@ -128,7 +128,7 @@ class CommRegistry:
                     del node.peers[remote]
             if not comm.members:
                 del self._by_name[comm.name]
-        self._world.record(node.cluster_id, "unlink", "LLM_SUCCESS", f"comm id {comm_id}")
+        self._world.record(node.cluster_id, "comm.leave", "ok", f"comm id {comm_id}")
 
     def forget(self, node: ClusterNode) -> None:
         """Finalize: the instance leaves every communicator it was in."""

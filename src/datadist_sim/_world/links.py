@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.faults import Call, current_op
 
 if TYPE_CHECKING:
     from datadist_sim._world.world import SimWorld
@@ -125,7 +126,12 @@ def _v1_disconnect(
         if force:
             return S.LLM_SUCCESS, rtt
         peer = world.node(req.remote_cluster_id)
-    if peer is None or not peer.alive or not world.wait_if_paused(peer.cluster_id):
+    if (
+        peer is None
+        or not peer.alive
+        or world.unreachable(node.cluster_id, peer.cluster_id)
+        or not world.wait_if_paused(peer.cluster_id)
+    ):
         return S.LLM_NOTIFY_PROMPT_UNLINK_FAILED, timeout_s
     with world.lock:
         peer.peers.pop(node.cluster_id, None)
@@ -185,7 +191,11 @@ def _v2_disconnect(
     if len(req.remote) != 1:
         return S.LLM_PARAM_INVALID, 0.0
     server = world.listener_at(req.remote[0])
-    if server is None or not world.wait_if_paused(server.cluster_id):
+    if (
+        server is None
+        or world.unreachable(node.cluster_id, server.cluster_id)
+        or not world.wait_if_paused(server.cluster_id)
+    ):
         return S.LLM_UNLINK_FAILED, timeout_s
     with world.lock:
         server.peers.pop(node.cluster_id, None)
@@ -218,7 +228,17 @@ def _connect(
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
     if node.mode is Mode.KV_CACHE_MANAGER and server.role is not Role.PROMPT:
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
-    if not world.wait_if_paused(server.cluster_id) or cfg.link_setup_s > timeout_s:
+    setup_s = cfg.link_setup_s
+    for rule in world.faults.on_call(Call(current_op("link_clusters"), node.cluster_id, server.cluster_id)):
+        if rule.action == "fail" and rule.code is not None:
+            return rule.code, cfg.message_rtt_s
+        if rule.action == "delay":
+            setup_s += rule.seconds
+        elif rule.action == "timeout":
+            setup_s = float("inf")
+    if world.unreachable(node.cluster_id, server.cluster_id):
+        return S.LLM_LINK_FAILED, timeout_s
+    if not world.wait_if_paused(server.cluster_id) or setup_s > timeout_s:
         return timeout_code, timeout_s
     with world.lock:
         if req.remote_cluster_id in node.peers:
@@ -228,7 +248,7 @@ def _connect(
         now = world.now()
         node.peers[server.cluster_id] = PeerLink(server.cluster_id, is_client=True, since=now)
         server.peers[node.cluster_id] = PeerLink(node.cluster_id, is_client=False, since=now)
-    return S.LLM_SUCCESS, cfg.link_setup_s
+    return S.LLM_SUCCESS, setup_s
 
 
 def _server_for(world: SimWorld, endpoints: Tuple[Endpoint, ...]) -> Optional[ClusterNode]:
@@ -249,7 +269,6 @@ def _finish(
     elapsed: float,
 ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
     world.elapse(elapsed)
-    world.record(node.cluster_id, op, overall.name, ",".join(code.name for code in rets))
     return overall, rets
 
 
@@ -272,12 +291,13 @@ def check_link_status(world: SimWorld, node: ClusterNode, remote_cluster_id: int
     peer = world.node(remote_cluster_id)
     answered = (
         not link.broken
+        and not link.peer_lost
+        and not world.unreachable(node.cluster_id, remote_cluster_id)
         and peer is not None
         and node.cluster_id in peer.peers
         and world.wait_if_paused(remote_cluster_id)
     )
     if not answered:
         world.elapse(node.settings.sync_kv_timeout_ms / 1000.0)
-        world.record(node.cluster_id, "check_link_status", S.LLM_WAIT_PROCESS_TIMEOUT.name)
         raise SimError(S.LLM_WAIT_PROCESS_TIMEOUT, f"cluster {remote_cluster_id} did not answer")
     world.elapse(world.config.message_rtt_s)

@@ -1,36 +1,145 @@
-"""A bounded record of what happened in a world, in simulated-time order."""
+"""A bounded record of what happened in a world, in simulated-time order, exportable as JSON lines.
+
+Two kinds of event: ``call`` — one public API call, with its arguments in short and its outcome (a
+status-code name, or the Python exception type) — and ``event`` — something the world did (a link cut,
+a fault fired, a cluster killed). The same seed, scenario and client give a byte-identical export.
+"""
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass
-from typing import Iterator, Optional
+import json
+import threading
+from collections import Counter, deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Dict, Iterable, Iterator, List, Optional, Union
+
+PathOrFile = Union[str, Path, IO[str]]
 
 
 @dataclass(frozen=True)
 class TraceEvent:
-    """One world event: when, on which cluster, what, and how it ended."""
+    """One call or world event: when, on which cluster, what, with which arguments, how it ended."""
 
     time: float
     cluster_id: Optional[int]
     op: str
     outcome: str
     detail: str = ""
+    args: str = ""
+    kind: str = "event"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def __str__(self) -> str:
+        where = "-" if self.cluster_id is None else str(self.cluster_id)
+        call = f"{self.op}({self.args})" if self.kind == "call" else self.op
+        tail = f"  {self.detail}" if self.detail else ""
+        return f"{self.time:12.6f}  {where:>6}  {call}  -> {self.outcome}{tail}"
 
 
 class Trace:
-    """Keeps the last ``maxlen`` events so memory stays bounded however long a run lasts."""
+    """Keeps the last ``maxlen`` events so memory stays bounded however long a run lasts; a ``sink``
+    (an open text file) also receives every event as a JSON line, so nothing is lost in long runs."""
 
-    def __init__(self, maxlen: int = 10_000) -> None:
+    def __init__(self, maxlen: int = 10_000, sink: Optional[IO[str]] = None) -> None:
         self._events: deque[TraceEvent] = deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+        self._sink = sink
         self.total = 0
 
     def record(self, event: TraceEvent) -> None:
-        self._events.append(event)
-        self.total += 1
+        with self._lock:
+            self._events.append(event)
+            self.total += 1
+            if self._sink is not None:
+                self._sink.write(event.to_json() + "\n")
 
     def __iter__(self) -> Iterator[TraceEvent]:
-        return iter(list(self._events))
+        with self._lock:
+            return iter(list(self._events))
 
     def __len__(self) -> int:
         return len(self._events)
+
+    @property
+    def dropped(self) -> int:
+        """Events that fell out of the buffer (still in the sink, if there is one)."""
+        return self.total - len(self._events)
+
+    def calls(self) -> List[TraceEvent]:
+        return [e for e in self if e.kind == "call"]
+
+    def lines(self, last: Optional[int] = None) -> List[str]:
+        """Readable lines of the last ``last`` events (all when None)."""
+        events = list(self)
+        if last is not None:
+            events = events[-last:] if last > 0 else []
+        return [str(e) for e in events]
+
+    def to_jsonl(self, target: PathOrFile) -> int:
+        """Write the buffered events as JSON lines to a path or an open text file; returns the count."""
+        events = list(self)
+        text = "".join(e.to_json() + "\n" for e in events)
+        if isinstance(target, (str, Path)):
+            Path(target).write_text(text, encoding="utf-8")
+        else:
+            target.write(text)
+        return len(events)
+
+    def summary(self) -> TraceSummary:
+        return summarise(self)
+
+
+def read_jsonl(source: PathOrFile) -> List[TraceEvent]:
+    """The events of a JSON-lines trace written by ``to_jsonl`` or a sink."""
+    text = Path(source).read_text(encoding="utf-8") if isinstance(source, (str, Path)) else source.read()
+    return [TraceEvent(**json.loads(line)) for line in text.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """Counts of a trace's calls: per outcome code, and per operation per outcome."""
+
+    calls: int
+    events: int
+    per_code: Dict[str, int]
+    per_op: Dict[str, Dict[str, int]]
+    faults_fired: int
+
+    def table(self) -> str:
+        """A readable table: one row per operation, one column per outcome seen."""
+        codes = sorted(self.per_code)
+        if not codes:
+            return "(no calls)"
+        width = max([len("operation"), *(len(op) for op in self.per_op)])
+        head = "  ".join(["operation".ljust(width), *codes])
+        rows = [
+            "  ".join([op.ljust(width), *(str(counts.get(c, 0)).rjust(len(c)) for c in codes)])
+            for op, counts in sorted(self.per_op.items())
+        ]
+        total = "  ".join(["total".ljust(width), *(str(self.per_code[c]).rjust(len(c)) for c in codes)])
+        return "\n".join([head, *rows, total])
+
+
+def summarise(events: Iterable[TraceEvent]) -> TraceSummary:
+    """Counts per code and per operation, over the calls of a trace (a ``Trace`` or read events)."""
+    per_code: Counter[str] = Counter()
+    per_op: Dict[str, Counter[str]] = {}
+    calls = other = fired = 0
+    for event in events:
+        if event.kind != "call":
+            other += 1
+            fired += event.outcome == "fired"
+            continue
+        calls += 1
+        per_code[event.outcome] += 1
+        per_op.setdefault(event.op, Counter())[event.outcome] += 1
+    return TraceSummary(
+        calls=calls,
+        events=other,
+        per_code=dict(sorted(per_code.items())),
+        per_op={op: dict(sorted(c.items())) for op, c in sorted(per_op.items())},
+        faults_fired=fired,
+    )

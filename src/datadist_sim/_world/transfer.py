@@ -15,9 +15,10 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import CacheEntry, EngineKey, NodeCaches, PackedKey, store_of
+from datadist_sim._world.caches import INVALID_ID, CacheEntry, EngineKey, NodeCaches, PackedKey, store_of
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.faults import Call, current_op
 from datadist_sim._world.world import SimWorld
 
 PullParams = Tuple[int, int, Sequence[int], Sequence[int], Sequence[int], Sequence[int], int, int, int]
@@ -128,24 +129,97 @@ def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> No
     return store_of(world, remote)
 
 
-def _spend(world: SimWorld, node: ClusterNode, op: str, ranges: List[Range], remote_id: int) -> None:
-    """Let the transfer time pass, or time out (``sync_kv_timeout``) with nothing moved and the link
-    left broken: the documented remedy for a timed-out transfer is to re-establish the link."""
+def _time_out(world: SimWorld, node: ClusterNode, remote_id: int, nbytes: int, waited_s: float = 0.0) -> None:
+    """The transfer never completes: ``sync_kv_timeout`` passes, nothing more moves, and the link is
+    left broken — the documented remedy for a timed-out transfer is to re-establish the link."""
+    limit = node.settings.sync_kv_timeout_ms / 1000.0
+    world.elapse(max(limit - waited_s, 0.0))
+    with world.lock:
+        peer = node.peers.get(remote_id)
+        if peer is not None:
+            peer.broken = True
+    world.record(
+        node.cluster_id, "transfer.timeout", timeout_code(node.mode).name, f"{nbytes} B", kind="event"
+    )
+    raise SimError(
+        timeout_code(node.mode),
+        f"transfer of {nbytes} B to/from {remote_id} did not complete in {limit:.3f} s",
+    )
+
+
+def _check_uce(world: SimWorld, ranges: List[Range], remote_is_src: bool) -> None:
+    """A poisoned range fails the transfer: ``LLM_DEVICE_MEM_ERROR`` when it is the caller's memory,
+    ``LLM_SUSPECT_REMOTE_ERROR`` when it is the peer's."""
+    space = world.memory
+    if not space.poisoned:
+        return
+    for dst, src, nbytes in ranges:
+        for address, is_remote in ((src, remote_is_src), (dst, not remote_is_src)):
+            if space.is_poisoned(address, nbytes):
+                code = (
+                    LLMStatusCode.LLM_SUSPECT_REMOTE_ERROR
+                    if is_remote
+                    else LLMStatusCode.LLM_DEVICE_MEM_ERROR
+                )
+                side = "remote" if is_remote else "local"
+                raise SimError(code, f"uncorrectable memory error in {side} memory near {address:#x}")
+
+
+def _run(
+    world: SimWorld,
+    node: ClusterNode,
+    op: str,
+    remote_id: int,
+    req_id: Optional[int],
+    plan: Callable[[], List[Range]],
+    commit: Callable[[List[Range]], None],
+    remote_is_src: bool,
+) -> None:
+    """One transfer: plan it (argument and state checks) under the world lock, meet the fault rules,
+    let its time pass outside the lock, then plan again and commit under the lock, so whatever vanished
+    meanwhile fails the call with nothing written."""
+    with world.lock:
+        ranges = plan()
     nbytes = sum(r[2] for r in ranges)
+    rules = world.faults.on_call(Call(current_op(op), node.cluster_id, remote_id, req_id))
+    peer = node.peers.get(remote_id)
+    if (peer is not None and peer.peer_lost) or world.unreachable(node.cluster_id, remote_id):
+        _time_out(world, node, remote_id, nbytes)
     seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
+    for rule in rules:
+        if rule.action == "fail" and rule.code is not None:
+            raise SimError(rule.code, f"injected by fault rule {rule.name!r}")
+        if rule.action == "delay":
+            seconds += rule.seconds
+        elif rule.action == "poison" and ranges:
+            dst, src, size = ranges[0]
+            address = src if remote_is_src else dst
+            world.memory.poison(address, max(min(size, 64), 1))
+            world.faults.note_poison(rule, address, max(min(size, 64), 1))
+        elif rule.action == "cut_link":
+            half = min(seconds / 2, node.settings.sync_kv_timeout_ms / 1000.0)
+            world.elapse(half)
+            world.break_link(node.cluster_id, remote_id)
+            _time_out(world, node, remote_id, nbytes, waited_s=half)
+        elif rule.action == "timeout":
+            landed = rule.landed if rule.landed is not None else world.faults.coin()
+            if landed:
+                with world.lock:
+                    ranges = plan()
+                    commit(ranges)
+            world.record(
+                node.cluster_id, "transfer.landed" if landed else "transfer.lost", "ok", kind="event"
+            )
+            _time_out(world, node, remote_id, nbytes)
     limit = node.settings.sync_kv_timeout_ms / 1000.0
     if seconds > limit:
-        world.elapse(limit)
-        world.record(node.cluster_id, op, timeout_code(node.mode).name, f"{nbytes} B")
-        with world.lock:
-            peer = node.peers.get(remote_id)
-            if peer is not None:
-                peer.broken = True
-        raise SimError(
-            timeout_code(node.mode),
-            f"transfer of {nbytes} B needs {seconds:.3f} s > sync_kv_timeout {limit:.3f} s",
-        )
+        _time_out(world, node, remote_id, nbytes)
     world.elapse(seconds)
+    with world.lock:
+        ranges = plan()
+        _check_uce(world, ranges, remote_is_src)
+        commit(ranges)
+        world.record(node.cluster_id, "transfer.done", "ok", f"{sum(r[2] for r in ranges)} B", kind="event")
 
 
 def _plan_pull(
@@ -160,6 +234,10 @@ def _plan_pull(
         else:
             ranges = _contiguous_ranges(src, src_batch, dst, params)
     return store, src, consume, ranges
+
+
+def _req_id(key: PackedKey) -> Optional[int]:
+    return key[3] if 0 <= key[3] < INVALID_ID else None
 
 
 def pull(
@@ -180,27 +258,26 @@ def pull(
                 LLMStatusCode.LLM_REPEAT_REQUEST, f"pull of {key} into {dst_cache_id} is in flight"
             )
         local.inflight.add(request)
+    planned: List[Tuple[NodeCaches, CacheEntry, Optional[EngineKey]]] = []
+
+    def plan() -> List[Range]:
+        store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
+        planned[:] = [(store, src, consume)]
+        return ranges
+
+    def commit(ranges: List[Range]) -> None:
+        world.space_copy(ranges)
+        store, src, consume = planned[0]
+        if consume is not None and not src.registered:
+            with store.lock:
+                store._drop_key(src, consume)
+
     try:
         with _activity(world, node, key[0], "pull") as link_lock, link_lock:
-            _, _, _, ranges = _plan_pull_locked(world, node, dst_cache_id, key, params, blocks)
-            _spend(world, node, "pull", ranges, key[0])
-            with world.lock:
-                store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
-                world.space_copy(ranges)
-                if consume is not None and not src.registered:
-                    with store.lock:
-                        store._drop_key(src, consume)
-                world.record(node.cluster_id, "pull", "LLM_SUCCESS", f"{sum(r[2] for r in ranges)} B")
+            _run(world, node, "pull_cache", key[0], _req_id(key), plan, commit, remote_is_src=True)
     finally:
         with local.lock:
             local.inflight.discard(request)
-
-
-def _plan_pull_locked(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
-) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
-    with world.lock:
-        return _plan_pull(world, node, dst_cache_id, key, params, blocks)
 
 
 _CONFLICTS = {"pull": "transfer", "transfer": "pull"}
@@ -244,17 +321,11 @@ def _serialised(
     op: str,
     plan: Callable[[], List[Range]],
     kind: str = "push",
+    req_id: Optional[int] = None,
 ) -> None:
-    """Plan under the world lock, let the time pass outside it (serialised per link), then plan again
-    and move the bytes under the lock: what vanished meanwhile fails the call with nothing written."""
+    """A push-direction transfer (the caller's memory is the source), serialised per link."""
     with _activity(world, node, remote_id, kind) as link_lock, link_lock:
-        with world.lock:
-            ranges = plan()
-        _spend(world, node, op, ranges, remote_id)
-        with world.lock:
-            ranges = plan()
-            world.space_copy(ranges)
-            world.record(node.cluster_id, op, "LLM_SUCCESS", f"{sum(r[2] for r in ranges)} B")
+        _run(world, node, op, remote_id, req_id, plan, world.space_copy, remote_is_src=False)
 
 
 def push(
@@ -283,7 +354,7 @@ def push(
             moved = (params[0], dst_batch, *params[2:])
             return _contiguous_ranges(src, src_batch, dst, moved)
 
-    _serialised(world, node, key[0], "push", plan, kind)
+    _serialised(world, node, key[0], "push_cache", plan, kind, _req_id(key))
 
 
 def copy_cache(
@@ -381,7 +452,7 @@ def push_to_addrs(
                 ranges.append((dst_addr + db * dst_block_size, start + offset, size))
         return ranges
 
-    _serialised(world, node, remote_id, "transfer", plan, "transfer")
+    _serialised(world, node, remote_id, "transfer_cache_async", plan, "transfer")
 
 
 def transfers_running(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:

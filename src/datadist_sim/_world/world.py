@@ -6,7 +6,7 @@ import contextlib
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import IO, Dict, Iterator, List, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import AddressSpace
@@ -15,6 +15,7 @@ from datadist_sim._world.clock import Clock, VirtualClock
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSettings, Role
 from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.faults import FaultPlan
 from datadist_sim._world.trace import Trace, TraceEvent
 
 WILDCARD_IP = "0.0.0.0"
@@ -56,6 +57,10 @@ class SimConfig:
     ``"reject"`` gives ``LLM_LINK_BUSY`` (the docs), ``"serialize"`` waits (the open-source engine)."""
     metadata_only: bool = False
     """No bytes back simulated memory: transfers check ranges and time but move nothing (large runs)."""
+    legacy_codes: bool = False
+    """Produce the legacy model-mode codes under the closest current condition (README, status-code
+    matrix): a prefix key bound twice, a pull of a prefix never loaded, a call after finalize, and so on.
+    Off by default, because the current real API gives other codes there."""
 
 
 class SimWorld:
@@ -72,12 +77,13 @@ class SimWorld:
         clock: Optional[Clock] = None,
         config: Optional[SimConfig] = None,
         trace_size: int = 10_000,
+        trace_sink: Optional[IO[str]] = None,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock: Clock = clock if clock is not None else VirtualClock()
         self.config = config if config is not None else SimConfig()
-        self.trace = Trace(trace_size)
+        self.trace = Trace(trace_size, sink=trace_sink)
         self.lock = threading.RLock()
         self._nodes: Dict[int, ClusterNode] = {}
         self._listeners: Dict[Endpoint, int] = {}
@@ -85,6 +91,9 @@ class SimWorld:
         self.comms = CommRegistry(self)
         self.memory = AddressSpace(backed=not self.config.metadata_only)
         self.caches: Dict[int, NodeCaches] = {}
+        self.killed: Set[int] = set()
+        """Clusters a fault rule killed (until one with the same id is initialised again)."""
+        self.faults = FaultPlan(self)
 
     def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
         """``with world.activate():`` instances constructed inside the block join this world."""
@@ -111,10 +120,11 @@ class SimWorld:
             self._open_listeners(node, listen)
             self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
-            self.record(cluster_id, "init", "LLM_SUCCESS", f"{role.value} {mode.value}")
+            self.killed.discard(cluster_id)
+            self.record(cluster_id, "node.init", "ok", f"{role.value} {mode.value}", kind="event")
             return node
 
-    def remove_node(self, node: ClusterNode) -> None:
+    def remove_node(self, node: ClusterNode, *, quiet: bool = False) -> None:
         """Finalize: close listeners and drop this side of every link. Peers keep theirs, now dead."""
         with self.lock:
             self.comms.forget(node)
@@ -125,7 +135,22 @@ class SimWorld:
             if store is not None:
                 store.free_all()
             self._nodes.pop(node.cluster_id, None)
-            self.record(node.cluster_id, "finalize", "LLM_SUCCESS")
+            if not quiet:
+                self.record(node.cluster_id, "node.finalize", "ok", kind="event")
+
+    def kill(self, cluster_id: int) -> None:
+        """The process of ``cluster_id`` dies: listeners close, memory is reclaimed, peers are not told."""
+        with self.lock:
+            node = self._nodes.get(cluster_id)
+            if node is None:
+                return
+            for other in self._nodes.values():
+                link = other.peers.get(cluster_id)
+                if link is not None:
+                    link.peer_lost = True
+            self.remove_node(node, quiet=True)
+            self.killed.add(cluster_id)
+            self.record(cluster_id, "node.kill", "ok", kind="event")
 
     def node(self, cluster_id: int) -> Optional[ClusterNode]:
         """The live instance with this id, if any."""
@@ -192,7 +217,7 @@ class SimWorld:
                     self._open_listeners(node, old)
                     raise
             node.role = role
-            self.record(node.cluster_id, "switch_role", "LLM_SUCCESS", role.value)
+            self.record(node.cluster_id, "node.role", "ok", role.value, kind="event")
 
     def set_link_bandwidth(self, a: int, b: int, bytes_per_s: float) -> None:
         """Give the link between clusters ``a`` and ``b`` its own bandwidth (e.g. ``HCCS_BYTES_PER_S``)."""
@@ -215,6 +240,39 @@ class SimWorld:
         """Both ends hold the link."""
         na, nb = self._nodes.get(a), self._nodes.get(b)
         return na is not None and nb is not None and b in na.peers and a in nb.peers
+
+    def break_link(self, a: int, b: int) -> None:
+        """Cut the link between ``a`` and ``b``: both ends stay but fail until it is made again."""
+        with self.lock:
+            for holder, remote in ((a, b), (b, a)):
+                node = self._nodes.get(holder)
+                link = None if node is None else node.peers.get(remote)
+                if link is not None:
+                    link.broken = True
+            self.record(a, "link.cut", "ok", f"remote {b}", kind="event")
+
+    def unreachable(self, a: int, b: int) -> bool:
+        """No answer can come back from ``b`` to ``a`` now: it was killed, or a partition or hang holds."""
+        return b in self.killed or self.faults.partitioned(a, b)
+
+    # -- memory pools under faults ----------------------------------------------------------------
+
+    def cap_pool(self, cluster_id: int, nbytes: Optional[int]) -> Optional[int]:
+        """Cap the device pool of ``cluster_id`` at ``nbytes`` in use (None: what it uses now); returns
+        the previous limit for ``restore_pool``. A cluster without a pool is left alone."""
+        store = self.caches.get(cluster_id)
+        pool = None if store is None else store.device_pool
+        if pool is None:
+            return None
+        previous = pool.limit
+        pool.set_limit(pool.used if nbytes is None else nbytes)
+        return previous
+
+    def restore_pool(self, cluster_id: int, previous: object) -> None:
+        store = self.caches.get(cluster_id)
+        pool = None if store is None else store.device_pool
+        if pool is not None:
+            pool.set_limit(previous if isinstance(previous, int) else None)
 
     # -- peers that do not answer ---------------------------------------------------------------
 
@@ -255,8 +313,18 @@ class SimWorld:
     def now(self) -> float:
         return self.clock.now()
 
-    def record(self, cluster_id: Optional[int], op: str, outcome: str, detail: str = "") -> None:
-        self.trace.record(TraceEvent(self.clock.now(), cluster_id, op, outcome, detail))
+    def record(
+        self,
+        cluster_id: Optional[int],
+        op: str,
+        outcome: str,
+        detail: str = "",
+        *,
+        args: str = "",
+        kind: str = "event",
+    ) -> None:
+        """Trace one API call (``kind="call"``, from the face) or world event."""
+        self.trace.record(TraceEvent(self.clock.now(), cluster_id, op, outcome, detail, args, kind))
 
     def __repr__(self) -> str:
         return f"SimWorld(seed={self.seed}, clusters={sorted(self._nodes)}, clock={self.clock!r})"

@@ -1,18 +1,140 @@
-"""The face's bridge to the world: a ``SimError`` leaves an engine call as the real ``LLMException``."""
+"""The face's bridge to the world.
+
+``api_call`` wraps each public method: it traces the call (arguments in short, outcome) and tells the
+engine which operation and cluster it is in. ``engine_call`` marks the engine boundary, after argument
+validation: fault rules of the plain calls act there, and a ``SimError`` leaves as the real
+``LLMException``. Transfers and link calls meet their faults inside the engine, per remote cluster.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import functools
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, TypeVar
 
+from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.faults import LINK_OPS, TRANSFER_OPS, Call, enter_op, leave_op
+from datadist_sim._world.transfer import timeout_code
 from datadist_sim.llm_datadist.status import handle_llm_status
+
+if TYPE_CHECKING:
+    from datadist_sim._world.cluster import ClusterNode
+    from datadist_sim._world.world import SimWorld
+
+F = TypeVar("F", bound=Callable[..., Any])
+_DOOR_ACTIONS = ("fail", "delay", "timeout")
+
+
+@dataclass
+class CallScope:
+    """The public call being served: its world, calling cluster and operation name."""
+
+    world: SimWorld
+    node: Optional[ClusterNode]
+    op: str
+    door_checked: bool = False
+
+
+_SCOPE: ContextVar[Optional[CallScope]] = ContextVar("datadist_sim_call", default=None)
+
+
+def api_call(method: F) -> F:
+    """Trace one public method of a face object that holds ``_world`` and ``_node``; the outermost
+    call only, so a method built on another is one call in the trace."""
+    op = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        world: Optional[SimWorld] = getattr(self, "_world", None)
+        if world is None or _SCOPE.get() is not None:
+            return method(self, *args, **kwargs)
+        token = _SCOPE.set(CallScope(world, getattr(self, "_node", None), op))
+        op_token = enter_op(op)
+        outcome, detail = "LLM_SUCCESS", ""
+        try:
+            result = method(self, *args, **kwargs)
+            outcome, detail = _result_outcome(result)
+            return result
+        except LLMException as exc:
+            outcome = exc.status_code.name
+            raise
+        except Exception as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            leave_op(op_token)
+            _SCOPE.reset(token)
+            node = getattr(self, "_node", None)
+            cluster = None if node is None else node.cluster_id
+            world.record(cluster, op, outcome, detail, args=short_args(args, kwargs), kind="call")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _result_outcome(result: object) -> tuple[str, str]:
+    if isinstance(result, tuple) and result and isinstance(result[0], LLMStatusCode):
+        rets = result[1] if len(result) > 1 and isinstance(result[1], list) else []
+        return result[0].name, ",".join(getattr(r, "name", str(r)) for r in rets)
+    if isinstance(result, LLMStatusCode):
+        return result.name, ""
+    name = getattr(result, "name", None)
+    return "LLM_SUCCESS", name if isinstance(name, str) else ""
+
+
+def short(value: object, limit: int = 48) -> str:
+    """A deterministic short form of an argument (no memory addresses, bounded length)."""
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(short(v, 16) for v in value[:4])
+        more = f", +{len(value) - 4}" if len(value) > 4 else ""
+        text = f"[{inner}{more}]"
+    elif isinstance(value, dict):
+        text = "{" + ", ".join(f"{short(k, 12)}: {short(v, 12)}" for k, v in list(value.items())[:3]) + "}"
+    else:
+        text = repr(value)
+        if " at 0x" in text or " object at " in text:
+            cache_id = getattr(value, "cache_id", None)
+            text = type(value).__name__ + ("" if cache_id is None else f"({cache_id})")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def short_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def _door_faults(scope: CallScope) -> None:
+    """Fault rules of a plain call (not a transfer, not a link call): fail, delay, or time out."""
+    if scope.door_checked or scope.op in TRANSFER_OPS or scope.op in LINK_OPS:
+        return
+    scope.door_checked = True
+    world, node = scope.world, scope.node
+    cluster = None if node is None else node.cluster_id
+    if node is not None and not node.alive and cluster in world.killed:
+        raise SimError(LLMStatusCode.LLM_FAILED, f"cluster {cluster} was killed by a fault rule")
+    if world.config.legacy_codes and node is not None and not node.alive:
+        raise SimError(LLMStatusCode.LLM_ENGINE_FINALIZED, f"cluster {cluster} is finalized")
+    for rule in world.faults.on_call(Call(scope.op, cluster), _DOOR_ACTIONS):
+        if rule.action == "delay":
+            world.elapse(rule.seconds)
+        elif rule.action == "fail" and rule.code is not None:
+            raise SimError(rule.code, f"injected by fault rule {rule.name!r}")
+        elif rule.action == "timeout":
+            wait = 1.0 if node is None else node.settings.sync_kv_timeout_ms / 1000.0
+            world.elapse(wait)
+            code = LLMStatusCode.LLM_TIMEOUT if node is None else timeout_code(node.mode)
+            raise SimError(code, f"timed out (fault rule {rule.name!r})")
 
 
 @contextlib.contextmanager
 def engine_call(func_name: str, other_info: object) -> Iterator[None]:
-    """One engine call: a ``SimError`` leaves as the real ``LLMException`` message form."""
+    """One engine call: fault rules of the call act, then a ``SimError`` leaves as ``LLMException``."""
     try:
+        scope = _SCOPE.get()
+        if scope is not None:
+            _door_faults(scope)
         yield
     except SimError as exc:
         handle_llm_status(exc.code, func_name, f"{other_info} ({exc.message})")

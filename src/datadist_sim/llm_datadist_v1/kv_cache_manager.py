@@ -17,7 +17,7 @@ from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import engine_call
+from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -79,6 +79,7 @@ class KvCacheManager:
         return cache.cache_desc.placement == Placement.HOST
 
     @staticmethod
+    @api_call
     def check_cache_key(cache_key: CacheKey) -> None:
         check_cache_key(cache_key)
 
@@ -105,6 +106,7 @@ class KvCacheManager:
 
     # -- allocation --------------------------------------------------------------------------------
 
+    @api_call
     def allocate_blocks_cache(
         self, cache_desc: CacheDesc, blocks_cache_key: Optional[BlocksCacheKey] = None
     ) -> KvCache:
@@ -117,6 +119,7 @@ class KvCacheManager:
         keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
         return self._allocate("[allocate_blocks_cache]", cache_desc, keys, True)
 
+    @api_call
     def allocate_cache(self, cache_desc: CacheDesc, cache_keys: Keys = ()) -> KvCache:
         check_isinstance("cache_desc", cache_desc, CacheDesc)
         check_isinstance("cache_keys", cache_keys, [list, tuple], CacheKey)
@@ -127,6 +130,7 @@ class KvCacheManager:
         keys = [pack_cache_key(key) for key in cache_keys]
         return self._allocate("[allocate_cache]", cache_desc, keys, False)
 
+    @api_call
     def deallocate_cache(self, cache: KvCache) -> None:
         check_isinstance("cache", cache, KvCache)
         raise_if_true(self._is_cpu_cache(cache), "Only support device cache")
@@ -134,6 +138,7 @@ class KvCacheManager:
             self._store().deallocate(cache.cache_id, missing_ok=False)
         cache._invalidate()
 
+    @api_call
     def remove_cache_key(self, cache_key: CacheKey) -> None:
         self._check_role("[remove_cache_key]", LLMRole.PROMPT)
         check_isinstance("cache_key", cache_key, CacheKey)
@@ -142,6 +147,7 @@ class KvCacheManager:
 
     # -- pulls -------------------------------------------------------------------------------------
 
+    @api_call
     def pull_blocks(
         self,
         prompt_cache_key: BlocksCacheKey,
@@ -196,6 +202,7 @@ class KvCacheManager:
                 blocks=True,
             )
 
+    @api_call
     def pull_cache(
         self,
         cache_key: Union[CacheKey, CacheKeyByIdAndIndex],
@@ -253,6 +260,7 @@ class KvCacheManager:
 
     # -- local copies --------------------------------------------------------------------------------
 
+    @api_call
     def copy_blocks(self, cache: KvCache, copy_block_info: Dict[int, List[int]]) -> None:
         check_isinstance("cache", cache, KvCache)
         check_isinstance("copy_block_info", copy_block_info, dict)
@@ -267,6 +275,7 @@ class KvCacheManager:
         with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
             transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
 
+    @api_call
     def copy_cache(
         self,
         dst: KvCache,
@@ -316,6 +325,7 @@ class KvCacheManager:
                 size,
             )
 
+    @api_call
     def get_cache_tensors(self, cache: KvCache, tensor_index: int = 0) -> List[Tensor]:
         """One ``Tensor`` per device, aliasing the cache tensor's simulated memory."""
         check_isinstance("cache", cache, KvCache)
@@ -361,6 +371,7 @@ class KvCacheManager:
                 f"dst_block_index:{dst_block_index} must be in [0, {dst.cache_desc.batch_size})",
             )
 
+    @api_call
     def swap_blocks(self, src: KvCache, dst: KvCache, src_to_dst: Dict[int, int]) -> None:
         self._verify_caches(src, dst, src_to_dst)
         src_placement = src.cache_desc.placement
@@ -381,6 +392,7 @@ class KvCacheManager:
         with engine_call("[swap_blocks]", "swap blocks failed"):
             self._world.space_copy(ranges)
 
+    @api_call
     def transfer_cache_async(
         self,
         src_cache: KvCache,

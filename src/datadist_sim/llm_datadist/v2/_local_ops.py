@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from datadist_sim._world import transfer
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.world import SimWorld
-from datadist_sim.llm_datadist._engine import engine_call
+from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
     check_dict,
@@ -34,6 +34,7 @@ class LocalCacheOps:
 
     # -- local copies --------------------------------------------------------------------------------
 
+    @api_call
     def copy_blocks(self, cache: Cache, copy_block_info: Dict[int, List[int]]) -> None:
         check_isinstance("cache", cache, Cache)
         check_isinstance("copy_block_info", copy_block_info, dict)
@@ -43,6 +44,7 @@ class LocalCacheOps:
         with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
             transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
 
+    @api_call
     def copy_cache(
         self,
         dst: Cache,
@@ -122,6 +124,7 @@ class LocalCacheOps:
                 f"dst_block_index:{dst_block_index} must be in [0, {dst_block_num})",
             )
 
+    @api_call
     def swap_blocks(self, src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
         self._verify_caches(src_cache, dst_cache, src_to_dst)
         src_placement = src_cache.cache_desc.placement

@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple, Union
 from datadist_sim._world import transfer
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.world import SimWorld
-from datadist_sim.llm_datadist._engine import engine_call
+from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false
 from datadist_sim.llm_datadist.utils.utils import (
     check_int64,
@@ -73,6 +73,7 @@ class PushOps:
         dst_r = layers if dst_layer_range is None else dst_layer_range
         return list(zip(src_r, dst_r))
 
+    @api_call
     def push_cache(
         self,
         dst_cache_key: CacheKeyByIdAndIndex,
@@ -108,6 +109,7 @@ class PushOps:
                     self._world, self._node, src_cache.cache_id, src_batch_index, key, params, blocks=False
                 )
 
+    @api_call
     def push_blocks(
         self,
         dst_cache_key: BlocksCacheKey,

@@ -17,7 +17,7 @@ from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import engine_call
+from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
     check_int64,
@@ -71,6 +71,7 @@ class CacheManager(LocalCacheOps, PushOps):
         self._is_call_linked = True
 
     @staticmethod
+    @api_call
     def check_cache_key(cache_key: CacheKey) -> None:
         check_cache_key(cache_key)
 
@@ -101,6 +102,7 @@ class CacheManager(LocalCacheOps, PushOps):
 
     # -- allocation --------------------------------------------------------------------------------
 
+    @api_call
     def allocate_blocks_cache(
         self, cache_desc: CacheDesc, blocks_cache_key: Optional[BlocksCacheKey] = None
     ) -> Cache:
@@ -115,6 +117,7 @@ class CacheManager(LocalCacheOps, PushOps):
         _log.info("[allocate_blocks_cache] success, cache_id = %d", cache.cache_id)
         return cache
 
+    @api_call
     def allocate_cache(self, cache_desc: CacheDesc, cache_keys: Keys = ()) -> Cache:
         check_isinstance("cache_desc", cache_desc, CacheDesc)
         check_isinstance("cache_keys", cache_keys, [list, tuple], CacheKey)
@@ -134,16 +137,19 @@ class CacheManager(LocalCacheOps, PushOps):
             store.deallocate(cache.cache_id, missing_ok=True)
         cache._invalidate()
 
+    @api_call
     def deallocate_blocks_cache(self, cache: Cache) -> None:
         check_isinstance("cache", cache, Cache)
         raise_if_false(cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
         self._deallocate("[deallocate_blocks_cache]", cache)
 
+    @api_call
     def deallocate_cache(self, cache: Cache) -> None:
         check_isinstance("cache", cache, Cache)
         raise_if_true(cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
         self._deallocate("[deallocate_cache]", cache)
 
+    @api_call
     def remove_cache_key(self, cache_key: CacheKey) -> None:
         check_isinstance("cache_key", cache_key, CacheKey)
         with engine_call("[remove_cache_key]", f"cache_key = {cache_key}"):
@@ -171,6 +177,7 @@ class CacheManager(LocalCacheOps, PushOps):
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
+    @api_call
     def register_cache(
         self,
         cache_desc: CacheDesc,
@@ -197,6 +204,7 @@ class CacheManager(LocalCacheOps, PushOps):
         _log.info("[register_cache] success, cache_id = %d.", cache.cache_id)
         return cache
 
+    @api_call
     def register_blocks_cache(
         self,
         cache_desc: CacheDesc,
@@ -221,6 +229,7 @@ class CacheManager(LocalCacheOps, PushOps):
         _log.info("[register_blocks_cache] success, cache_id = %d", cache.cache_id)
         return cache
 
+    @api_call
     def unregister_cache(self, cache_id: int) -> None:
         check_isinstance("cache_id", cache_id, int)
         check_int64("cache_id", cache_id)
@@ -229,6 +238,7 @@ class CacheManager(LocalCacheOps, PushOps):
 
     # -- pulls -------------------------------------------------------------------------------------
 
+    @api_call
     def pull_blocks(
         self,
         src_cache_key: Union[CacheKey, CacheKeyByIdAndIndex, BlocksCacheKey],
@@ -287,6 +297,7 @@ class CacheManager(LocalCacheOps, PushOps):
             transfer.pull(self._world, self._node, dst_cache.cache_id, packed, params, blocks=True)
         _log.info("[pull_blocks] success")
 
+    @api_call
     def pull_cache(
         self,
         cache_key: Union[CacheKey, CacheKeyByIdAndIndex],
@@ -341,6 +352,7 @@ class CacheManager(LocalCacheOps, PushOps):
             transfer.pull(self._world, self._node, cache.cache_id, packed, params, blocks=False)
         _log.info("[pull_cache] success")
 
+    @api_call
     def transfer_cache_async(
         self,
         src_cache: Cache,
@@ -370,6 +382,7 @@ class CacheManager(LocalCacheOps, PushOps):
             enable_remote_cache=self._enable_remote_cache_accessible,
         )
 
+    @api_call
     def remap_registered_memory(self, mem_infos: Union[MemInfo, List[MemInfo]]) -> None:
         raise_if_false(
             isinstance(mem_infos, (list, MemInfo)),

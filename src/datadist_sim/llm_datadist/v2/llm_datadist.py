@@ -15,6 +15,7 @@ from datadist_sim._current import current_world
 from datadist_sim._world import links
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, Role
 from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist._engine import api_call
 from datadist_sim.llm_datadist._engine import engine_call as _engine_call
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.status import (
@@ -74,6 +75,7 @@ class LLMDataDist:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
+    @api_call
     def init(self, options: Dict[str, str]) -> None:
         """Initialise the engine; the mode is CacheManager iff ``llm.EnableCacheManager == "1"``."""
         if self._is_initialized:
@@ -158,6 +160,7 @@ class LLMDataDist:
         raise_if_false("llm.listenIpInfo" in opts, "neither llm.ClusterInfo nor llm.listenIp was specified")
         return v1_listen_endpoints(opts["llm.listenIpInfo"], device_num)
 
+    @api_call
     def finalize(self) -> None:
         """Release the instance; a no-op if it is not initialised. Never raises."""
         if not self._is_initialized:
@@ -214,6 +217,7 @@ class LLMDataDist:
 
     # -- cluster links ----------------------------------------------------------------------------
 
+    @api_call
     def link_clusters(
         self, clusters: Clusters, timeout: int = 3000
     ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
@@ -233,6 +237,7 @@ class LLMDataDist:
         ret, rets = links.link_clusters(self._world, node, _requests(clusters), timeout)
         return code_2_status(ret), [code_2_status(r) for r in rets]
 
+    @api_call
     def unlink_clusters(
         self, clusters: Clusters, timeout: int = 3000, force: bool = False
     ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
@@ -251,6 +256,7 @@ class LLMDataDist:
         raise_if_false(timeout > 0, "Param timeout should be greater than 0.")
         check_isinstance("clusters", clusters, [list, tuple], LLMClusterInfo)
 
+    @api_call
     def check_link_status(self, remote_cluster_id: int) -> None:
         """v1: succeed on a healthy link, raise the engine's code otherwise."""
         node = self._check_is_inited()
@@ -259,6 +265,7 @@ class LLMDataDist:
         with _engine_call("[check_link_status]", f"remote_cluster_id is {remote_cluster_id}"):
             links.check_link_status(self._world, node, remote_cluster_id)
 
+    @api_call
     def switch_role(self, role: LLMRole, switch_options: Optional[Dict[str, str]] = None) -> None:
         """Change role; the listener follows ``llm.listenIpInfo`` in ``switch_options``."""
         node = self._check_is_inited()
@@ -283,6 +290,7 @@ class LLMDataDist:
 
     # -- rank-table communicators (CacheManager mode) ----------------------------------------------
 
+    @api_call
     def link(self, comm_name: str, cluster_rank_info: Dict[int, int], rank_table: str) -> int:
         """Join communicator ``comm_name``; poll ``query_register_mem_status`` until OK."""
         node = self._check_is_inited()
@@ -307,6 +315,7 @@ class LLMDataDist:
         self.cache_manager.set_is_call_linked()
         return comm_id
 
+    @api_call
     def unlink(self, comm_id: int) -> None:
         node = self._check_is_inited()
         self._check_is_cache_mgr_mode("unlink")
@@ -315,6 +324,7 @@ class LLMDataDist:
         with _engine_call("[unlink]", f"comm_id = {comm_id}"):
             self._world.comms.unlink(node, comm_id)
 
+    @api_call
     def query_register_mem_status(self, comm_id: int) -> RegisterMemStatus:
         node = self._check_is_inited()
         self._check_is_cache_mgr_mode("query_register_mem_status")
