@@ -49,3 +49,36 @@ def snapshot(world: SimWorld) -> Tuple[Any, ...]:
         for n in sorted(world.nodes, key=lambda n: n.cluster_id)
     )
     return nodes, tuple(sorted(world.listeners.items())), stores, world.memory.backed_bytes, world.now()
+
+
+def check_books(world: SimWorld) -> None:
+    """The world's books balance: every pool's ``used`` is what its live caches reserve and
+    ``used + free == capacity``; every key names a live cache batch; every backed byte belongs to a live
+    allocation of a live instance; every link end is held by a live instance."""
+    backed = 0
+    for cid, store in world.caches.items():
+        assert world.node(cid) is not None, f"store of finalized cluster {cid} remains"
+        owned: Dict[int, Dict[int, int]] = {}
+        for entry in store.caches.values():
+            if entry.pool is not None:
+                for addr in entry.addrs:
+                    owned.setdefault(id(entry.pool), {})[addr] = entry.pool.round_size(entry.tensor_size)
+        for pool in (store.device_pool, store.host_pool):
+            if pool is None:
+                continue
+            stats = pool.stats()
+            assert stats.used + stats.free_bytes == stats.capacity
+            assert pool.allocations() == owned.get(id(pool), {}), f"cluster {cid}: {pool.name} pool leaks"
+            assert stats.used == sum(owned.get(id(pool), {}).values())
+            backed += stats.used
+        for ek, (cache_id, batch) in store.key_table.items():
+            entry = store.caches.get(cache_id)
+            assert entry is not None, f"cluster {cid}: key {ek} names freed cache {cache_id}"
+            assert ek in entry.keys
+            assert entry.is_blocks or batch < entry.batch_size
+        for entry in store.caches.values():
+            assert not (entry.released and not entry.keys), f"released cache {entry.cache_id} kept"
+    assert world.memory.backed_bytes == (backed if world.memory.backed else 0)
+    for node in world.nodes:
+        for remote in node.peers:
+            assert remote != node.cluster_id
