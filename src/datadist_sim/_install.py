@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import os
 import pkgutil
 import sys
 import threading
@@ -69,6 +70,10 @@ def install(*, force: bool = False) -> None:
                 )
             warnings.warn(f"datadist_sim.install() shadows the real llm_datadist at {real}", stacklevel=2)
         modules = _face_modules()
+        if os.environ.get("DATADIST_SIM_FABRIC"):  # fabric hook: cross-process mode (datadist_sim.fabric)
+            from datadist_sim.fabric.faces import remote_faces
+
+            modules = remote_faces(modules)
         _saved = {name: sys.modules.get(name) for name in modules}
         sys.modules.update(modules)
 

@@ -1,0 +1,7 @@
+"""``python -m datadist_sim.fabric``: serve one world (what an on-demand start runs)."""
+
+import sys
+
+from datadist_sim.fabric.service import main
+
+sys.exit(main())

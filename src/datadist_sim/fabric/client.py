@@ -1,0 +1,239 @@
+"""A client process's side of the fabric: proxies for the objects the fabric runs, and a small memory
+service through which the fabric reads and writes this process's own raw pointers.
+
+Client code keeps calling ``LLMDataDist`` and its managers exactly as in-process. Each call travels to
+the fabric, runs there on the real face, and comes back as its result or as the very exception
+(``LLMException`` with its status code, ``TypeError``, ...). Caches and managers come back as proxies;
+arrays over simulated memory come back mapped from shared memory, so writing into them writes the cache.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import signal
+import socket
+import threading
+import time
+import weakref
+from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
+
+import numpy as np
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.address_space import PROCESS_MEMORY, raw_view
+from datadist_sim._world.errors import SimError
+from datadist_sim.fabric import address as fabric_address
+from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout, offer_token
+from datadist_sim.fabric.shm import open_view
+
+CONNECT_TIMEOUT_S = 20.0
+CALL_TIMEOUT_S = 600.0
+"""Longest wait for any one call (``call_timeout`` in the address overrides it)."""
+
+_client_lock = threading.Lock()
+_client: Optional[FabricClient] = None
+
+before_serving: Optional[Callable[[str], None]] = None
+"""Test hook: called with the request kind before this process serves a memory request (a test that
+kills a process in the middle of a pull sets it)."""
+
+
+class RemoteObject:
+    """A handle to an object living in the fabric; attributes and methods are fetched from there."""
+
+    _method_names: ClassVar[Dict[Tuple[str, str], bool]] = {}
+
+    def __init__(self, client: FabricClient, handle: int, type_name: str) -> None:
+        object.__setattr__(self, "_client", client)
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_type_name", type_name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        key = (self._type_name, name)
+        if RemoteObject._method_names.get(key):
+            return _RemoteMethod(self, name)
+        is_method, value = self._client.request("get", self, name)
+        if is_method:
+            RemoteObject._method_names[key] = True
+            return _RemoteMethod(self, name)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._client.request("set", self, name, value)
+
+    def __str__(self) -> str:
+        return str(self._client.request("str", self))
+
+    def __repr__(self) -> str:
+        return self.__str__()
+
+
+class _RemoteMethod:
+    __slots__ = ("_name", "_target")
+
+    def __init__(self, target: RemoteObject, name: str) -> None:
+        self._target = target
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        target = self._target
+        return target._client.request("call", target, self._name, args, kwargs)
+
+
+class FabricClient:
+    """This process's one connection to its fabric."""
+
+    def __init__(self, where: fabric_address.FabricAddress, sock: socket.socket) -> None:
+        self.address = where
+        self.call_timeout = where.option_float("call_timeout", CALL_TIMEOUT_S)
+        self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
+        self._proxy_lock = threading.Lock()
+        self.channel = Channel(
+            sock, self._serve, dumps=self._dumps, loads=self._loads, spawn=False, name="fabric-client"
+        )
+        self.channel.start()
+        self.info = self.channel.request("hello", os.getpid(), timeout=CONNECT_TIMEOUT_S)
+
+    # -- calls ---------------------------------------------------------------------------------------
+
+    def request(self, kind: str, *payload: Any) -> Any:
+        from datadist_sim.llm_datadist.status import LLMException
+
+        try:
+            return self.channel.request(kind, *payload, timeout=self.call_timeout)
+        except ChannelClosed as exc:
+            raise LLMException(
+                f"the datadist-sim fabric is gone ({exc})", status_code=LLMStatusCode.LLM_FAILED
+            ) from None
+        except ChannelTimeout as exc:
+            raise LLMException(
+                f"the datadist-sim fabric did not answer ({exc})", status_code=LLMStatusCode.LLM_TIMEOUT
+            ) from None
+
+    def function(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.request("fn", name, args, kwargs)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    # -- pickling: proxies out, proxies and shared arrays in -----------------------------------------
+
+    def _dumps(self, message: Any) -> bytes:
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+
+        def persistent_id(obj: Any) -> Any:
+            if isinstance(obj, RemoteObject):
+                return ("ref", object.__getattribute__(obj, "_handle"))
+            return None
+
+        pickler.persistent_id = persistent_id  # type: ignore[method-assign]
+        pickler.dump(message)
+        return buffer.getvalue()
+
+    def _loads(self, data: bytes) -> Any:
+        unpickler = pickle.Unpickler(io.BytesIO(data))
+
+        def persistent_load(pid: Any) -> Any:
+            if pid[0] == "ref":
+                return self._proxy(pid[1], pid[2])
+            if pid[0] == "shm":
+                return open_view(pid[1])
+            raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
+
+        unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
+        return unpickler.load()
+
+    def adopt(self, handle: int, proxy: RemoteObject) -> None:
+        """Make ``proxy`` the one object that stands for ``handle`` in this process."""
+        with self._proxy_lock:
+            self._proxies[handle] = proxy
+
+    def _proxy(self, handle: int, type_name: str) -> RemoteObject:
+        from datadist_sim.fabric.proxies import proxy_class
+
+        with self._proxy_lock:
+            proxy = self._proxies.get(handle)
+            if proxy is None:
+                proxy = proxy_class(type_name)(self, handle, type_name)
+                self._proxies[handle] = proxy
+            return proxy
+
+    # -- serving the fabric: this process's raw memory -------------------------------------------------
+
+    def _serve(self, kind: str, payload: Tuple[Any, ...]) -> Any:
+        if before_serving is not None:
+            before_serving(kind)
+        (items,) = payload
+        if kind == "mem_read":
+            return [bytes(_own(address, nbytes, writable=False)) for address, nbytes in items]
+        if kind == "mem_check":
+            for address, nbytes in items:
+                _own(address, nbytes, writable=True)
+            return None
+        if kind == "mem_write":
+            targets = [_own(address, len(data), writable=True) for address, data in items]
+            for target, (_, data) in zip(targets, items):
+                np.copyto(target, np.frombuffer(data, dtype=np.uint8))
+            return None
+        raise ValueError(f"unknown request {kind!r}")
+
+
+def _own(address: int, nbytes: int, *, writable: bool) -> Any:
+    """A view of this process's memory, once ``/proc/self/maps`` vouches for it (else PARAM_INVALID)."""
+    if nbytes == 0:
+        return np.empty(0, dtype=np.uint8)
+    if not PROCESS_MEMORY.covers(address, nbytes, writable=writable):
+        access = "writable" if writable else "readable"
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID,
+            f"address {address:#x} (+{nbytes} B) is not {access} memory of process {os.getpid()}",
+        )
+    return raw_view(address, nbytes, writable=writable)
+
+
+def connect(where: fabric_address.FabricAddress, *, timeout: float = CONNECT_TIMEOUT_S) -> FabricClient:
+    """Connect to the fabric at ``where``, starting one on demand if nobody listens there yet."""
+    from datadist_sim.fabric.launch import ensure_running
+
+    ensure_running(where, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(min(5.0, timeout))
+        try:
+            sock.connect(where.path)
+            offer_token(sock, where.token)
+            return FabricClient(where, sock)
+        except (OSError, ChannelClosed) as exc:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cannot join the datadist-sim fabric at {where.path}: {exc}") from exc
+            time.sleep(0.05)
+
+
+def current_client() -> Optional[FabricClient]:
+    """This process's fabric connection, made on first use when ``DATADIST_SIM_FABRIC`` is set."""
+    global _client
+    with _client_lock:
+        if _client is not None and not _client.channel.closed.is_set():
+            return _client
+        where = fabric_address.from_env()
+        if where is None:
+            return None
+        _client = connect(where)
+        return _client
+
+
+def in_fabric() -> bool:
+    """Whether this process belongs to a cross-process world."""
+    return fabric_address.from_env() is not None
+
+
+def kill_self(kind: str) -> None:
+    """``before_serving`` for a test: this process dies (SIGKILL) as it is asked to serve memory."""
+    os.kill(os.getpid(), signal.SIGKILL)

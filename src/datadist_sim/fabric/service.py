@@ -1,0 +1,62 @@
+"""Running a fabric: build its world from options, serve, and say where it listens."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import IO, Optional, Sequence
+
+from datadist_sim.fabric.address import ENV_VAR, FabricAddress, from_env, new_address
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, help="the world's seed (default 0)")
+    parser.add_argument("--real-clock", type=float, metavar="SPEED", help="run on wall time at SPEED")
+    parser.add_argument("--scenario", help="a bundled fault scenario or a TOML file, for the whole world")
+    parser.add_argument("--trace", metavar="PATH", help="stream the merged trace as JSON lines to PATH")
+    parser.add_argument("--idle-exit", type=float, metavar="S", help="exit after S seconds with no process")
+    parser.add_argument("--socket-dir", help="directory of a new socket (default: a fresh private one)")
+
+
+def _option(args: argparse.Namespace, where: FabricAddress, name: str) -> Optional[str]:
+    value = getattr(args, name.replace("-", "_"), None)
+    return str(value) if value is not None else where.options.get(name)
+
+
+def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
+    """Serve one world until interrupted (or idle); prints ``DATADIST_SIM_FABRIC=...`` first."""
+    from datadist_sim._world.clock import RealClock
+    from datadist_sim._world.world import SimWorld
+    from datadist_sim.fabric.server import FabricServer
+
+    where = from_env()
+    if where is None:
+        where = new_address(args.socket_dir)
+    seed = int(_option(args, where, "seed") or 0)
+    speed = _option(args, where, "real-clock")
+    trace_path = _option(args, where, "trace")
+    sink = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115 - open while serving
+    world = SimWorld(seed=seed, clock=RealClock(float(speed)) if speed else None, trace_sink=sink)
+    scenario = _option(args, where, "scenario")
+    if scenario:
+        world.faults.load(scenario)
+    server = FabricServer(where, world)
+    server.bind()
+    print(f"{ENV_VAR}={where}", file=out, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    try:
+        server.serve(idle_exit_s=args.idle_exit)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        if sink is not None:
+            sink.close()
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m datadist_sim.fabric", description=run.__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

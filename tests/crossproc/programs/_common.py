@@ -1,0 +1,30 @@
+"""What the test programs share: the fake installed, and a deterministic fill for each key."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import datadist_sim
+
+datadist_sim.install()
+
+PROMPT_ID = 1
+DECODE_ID = 2
+PROMPT_IP = "192.168.1.1"
+DECODE_IP = "192.168.2.1"
+PORT = 26000
+
+
+def pattern(seed: int, shape: list[int], dtype: np.dtype[np.generic]) -> np.ndarray:
+    """The bytes the Prompt side writes for ``seed``, which the Decode side expects to receive."""
+    return np.random.default_rng(seed).integers(0, 1000, size=shape).astype(dtype)
+
+
+def say(*parts: object) -> None:
+    print(*parts, flush=True)
+
+
+def wait_for_go() -> None:
+    sys.stdin.readline()

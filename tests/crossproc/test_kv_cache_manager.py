@@ -1,0 +1,24 @@
+"""The KvCacheManager (v1) flow between a real Prompt process and a real Decode process."""
+
+from __future__ import annotations
+
+import pytest
+from tests.crossproc.conftest import Fabric
+
+pytestmark = pytest.mark.crossproc
+
+
+def test_v1_flow_between_two_processes_moves_the_bytes(fabric: Fabric) -> None:
+    prompt = fabric.start("kv_prompt.py")
+    assert prompt.expect("tensor1_matches") == "True"  # get_cache_tensors maps the same shared bytes
+    prompt.expect("ready")
+    decode = fabric.start("kv_decode.py")
+    assert decode.expect("link") == "LLM_SUCCESS ['LLM_SUCCESS']"
+    assert decode.expect("bytes_match") == "True"
+    assert decode.expect("second_pull") == "LLM_KV_CACHE_NOT_EXIST"  # a pulled key is consumed
+    assert decode.expect("unlink") == "LLM_SUCCESS"
+    decode.expect("done")
+    assert decode.finish() == 0
+    prompt.tell()
+    prompt.expect("done")
+    assert prompt.finish() == 0
