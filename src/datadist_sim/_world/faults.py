@@ -17,7 +17,7 @@ import random
 import threading
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 
@@ -179,7 +179,8 @@ class Fault:
             default = () if name == "sequence" else spec.default
             if name == "action" or value == default or (name == "name" and value == self.action):
                 continue
-            shown.append(f"{name}={value.name if isinstance(value, LLMStatusCode) else value!r}")
+            text = value.name if isinstance(value, LLMStatusCode) else repr(value)
+            shown.append(f"{name}={text}")
         return f"Fault.{self.action}({', '.join(shown)})"
 
 
@@ -343,20 +344,24 @@ class FaultPlan:
         for rule, state in heal:
             self._heal(rule, state)
 
-    def partitioned(self, a: int, b: int) -> bool:
-        """No traffic flows between ``a`` and ``b`` now (a partition, or either side hung)."""
-        self.tick()
+    def hung(self, cluster_id: int) -> bool:
+        """``cluster_id`` answers nobody now (a hang rule holds)."""
+        return self._holds(lambda rule: rule.action == "hang" and rule.cluster == cluster_id)
+
+    def _holds(self, test: Callable[[Fault], bool]) -> bool:
         if not self._rules:
             return False
+        self.tick()
         with self._lock:
-            for rule, state in self._rules.items():
-                if not state.fired or state.healed:
-                    continue
-                if rule.action == "hang" and rule.cluster in (a, b):
-                    return True
-                if rule.action == "partition" and {rule.cluster, rule.remote} == {a, b}:
-                    return True
-        return False
+            return any(s.fired and not s.healed and test(r) for r, s in self._rules.items())
+
+    def partitioned(self, a: int, b: int) -> bool:
+        """No traffic flows between ``a`` and ``b`` now (a partition, or either side hung)."""
+        pair = {a, b}
+        return self._holds(
+            lambda rule: (rule.action == "hang" and rule.cluster in pair)
+            or (rule.action == "partition" and {rule.cluster, rule.remote} == pair)
+        )
 
     def coin(self) -> bool:
         """One seeded coin flip (an indeterminate timeout's "did the bytes land")."""

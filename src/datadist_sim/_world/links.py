@@ -236,9 +236,10 @@ def _connect(
             setup_s += rule.seconds
         elif rule.action == "timeout":
             setup_s = float("inf")
-    if world.unreachable(node.cluster_id, server.cluster_id):
+    hung = world.faults.hung(server.cluster_id)
+    if not hung and world.unreachable(node.cluster_id, server.cluster_id):
         return S.LLM_LINK_FAILED, timeout_s
-    if not world.wait_if_paused(server.cluster_id) or setup_s > timeout_s:
+    if hung or not world.wait_if_paused(server.cluster_id) or setup_s > timeout_s:
         return timeout_code, timeout_s
     with world.lock:
         if req.remote_cluster_id in node.peers:

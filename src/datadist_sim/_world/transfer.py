@@ -165,6 +165,14 @@ def _check_uce(world: SimWorld, ranges: List[Range], remote_is_src: bool) -> Non
                 raise SimError(code, f"uncorrectable memory error in {side} memory near {address:#x}")
 
 
+def _silent(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:
+    """The peer of a (not yet broken) link will not answer: its process died, or a fault holds."""
+    peer = node.peers.get(remote_id)
+    if peer is None or peer.broken:
+        return False
+    return peer.peer_lost or world.unreachable(node.cluster_id, remote_id)
+
+
 def _run(
     world: SimWorld,
     node: ClusterNode,
@@ -178,12 +186,13 @@ def _run(
     """One transfer: plan it (argument and state checks) under the world lock, meet the fault rules,
     let its time pass outside the lock, then plan again and commit under the lock, so whatever vanished
     meanwhile fails the call with nothing written."""
+    if _silent(world, node, remote_id):
+        _time_out(world, node, remote_id, 0)
     with world.lock:
         ranges = plan()
     nbytes = sum(r[2] for r in ranges)
     rules = world.faults.on_call(Call(current_op(op), node.cluster_id, remote_id, req_id))
-    peer = node.peers.get(remote_id)
-    if (peer is not None and peer.peer_lost) or world.unreachable(node.cluster_id, remote_id):
+    if _silent(world, node, remote_id):
         _time_out(world, node, remote_id, nbytes)
     seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
     for rule in rules:
