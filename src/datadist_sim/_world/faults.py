@@ -359,8 +359,10 @@ class FaultPlan:
         """No traffic flows between ``a`` and ``b`` now (a partition, or either side hung)."""
         pair = {a, b}
         return self._holds(
-            lambda rule: (rule.action == "hang" and rule.cluster in pair)
-            or (rule.action == "partition" and {rule.cluster, rule.remote} == pair)
+            lambda rule: (
+                (rule.action == "hang" and rule.cluster in pair)
+                or (rule.action == "partition" and {rule.cluster, rule.remote} == pair)
+            )
         )
 
     def coin(self) -> bool:
