@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tests.crossproc.conftest import Fabric
+
+from .conftest import Fabric
 
 pytestmark = pytest.mark.crossproc
 

@@ -28,3 +28,18 @@ def say(*parts: object) -> None:
 
 def wait_for_go() -> None:
     sys.stdin.readline()
+
+
+RANK_TABLE = '{"version": "1.2", "server_count": "2", "server_list": []}'
+
+
+def poll_until_ready(dd: object, comm_id: int) -> str:
+    """Poll ``query_register_mem_status`` as real clients do: a short sleep between polls."""
+    import time
+
+    for _ in range(2000):
+        status = dd.query_register_mem_status(comm_id)  # type: ignore[attr-defined]
+        if status.name != "PREPARING":
+            return str(status.name)
+        time.sleep(0.005)
+    return "PREPARING"
