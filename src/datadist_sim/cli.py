@@ -1,4 +1,5 @@
-"""``datadist-sim``: the command line. ``codes`` prints the status-code table; ``demo`` runs the main job."""
+"""``datadist-sim``: the command line. ``codes`` prints the status-code table; ``demo`` runs the main job;
+``run`` runs a fault scenario."""
 
 from __future__ import annotations
 
@@ -59,6 +60,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(seed=args.seed, as_json=args.json)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a scenario on the reference workload; 1 when a code it promises did not appear."""
+    from datadist_sim import scenarios
+    from datadist_sim.scenarios.runner import run, self_check
+
+    if args.list or not args.scenario:
+        for name in scenarios.names():
+            print(f"{name:<24} {scenarios.load(name).description}")
+        return 0
+    try:
+        scenario = scenarios.load(args.scenario)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"datadist-sim run: {exc}", file=sys.stderr)
+        return 2
+    report = run(scenario, seed=args.seed, rate=args.rate, trace_path=args.trace)
+    missing = [code for code in scenario.expect if code not in report.codes()]
+    same = self_check(scenario, args.seed) if args.self_check else None
+    if args.json:
+        out = report.as_dict()
+        out["expected"] = list(scenario.expect)
+        out["missing"] = missing
+        if same is not None:
+            out["deterministic"] = same
+        print(json.dumps(out, indent=2))
+    else:
+        print(report.render())
+        print(f"\nexpected codes: {', '.join(scenario.expect) or '(none)'}", end="")
+        print(f"; missing: {', '.join(missing)}" if missing else "; all seen")
+        if same is not None:
+            print(f"self-check (same seed twice, traces compared): {'identical' if same else 'DIFFERENT'}")
+        if args.trace:
+            print(f"trace written to {args.trace}")
+    return 1 if missing or same is False else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="datadist-sim", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,11 +108,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--json", action="store_true", help="machine-readable summary")
     demo.set_defaults(func=cmd_demo)
+    run = sub.add_parser("run", help="run a fault scenario against the reference Prompt/Decode workload")
+    run.add_argument("scenario", nargs="?", help="a bundled scenario name (see --list) or a TOML file")
+    run.add_argument("--list", action="store_true", help="list the bundled scenarios")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--rate", type=float, default=1.0, help="scale every rule probability below 1")
+    run.add_argument("--trace", metavar="PATH", help="write the trace as JSON lines")
+    run.add_argument("--self-check", action="store_true", help="rerun with the seed and compare traces")
+    run.add_argument("--json", action="store_true", help="machine-readable report")
+    run.set_defaults(func=cmd_run)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Exit codes: 0 success, 1 nothing matched or the demo's checks failed, 2 usage error."""
+    """Exit codes: 0 success, 1 nothing matched, the demo's checks failed or a scenario's promised code
+    did not appear, 2 usage error."""
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 
