@@ -11,6 +11,8 @@ import pytest
 from datadist_sim import RealClock, SimConfig, SimWorld, aio
 from datadist_sim.llm_datadist import LLMClusterInfo, LLMDataDist, LLMRole, LLMStatusCode
 
+pytest_plugins = ["pytester"]
+
 PROMPT, DECODE = 1, 2
 
 
@@ -155,3 +157,32 @@ def test_wrap_passes_plain_attributes_through() -> None:
         size = 3
 
     assert aio.wrap(Thing()).size == 3
+
+
+def test_pytest_asyncio_runs_a_test_on_the_sim_worlds_virtual_clock(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeconftest(
+        """
+        from datadist_sim.aio import VirtualTimeEventLoop
+
+        def pytest_asyncio_loop_factories(config, item):
+            return {"virtual": VirtualTimeEventLoop}
+        """
+    )
+    pytester.makepyfile(
+        """
+        import asyncio
+        import pytest
+        from datadist_sim.aio import VirtualTimeEventLoop
+
+        @pytest.mark.asyncio
+        async def test_backoff(sim_world):
+            loop = asyncio.get_running_loop()
+            assert isinstance(loop, VirtualTimeEventLoop)
+            assert loop.clock is sim_world.clock
+            await asyncio.sleep(30.0)
+            assert sim_world.now() == 30.0
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "error")
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,266 @@
+"""pytest plugin (entry point ``datadist_sim``): a fresh world per test, the fake as ``llm_datadist``,
+scenarios by marker, and failure reports that say how to reproduce the run.
+
+Fixtures: ``sim_world`` (a ``SimWorld`` on the virtual clock, seeded from ``--datadist-seed``, active
+for the test), ``llm_datadist`` (the fake installed as ``llm_datadist`` for the test; yields the module),
+``sim_time`` (``time.sleep``/``time.monotonic`` on the world's clock), ``datadist_backend`` (each test
+twice: ``sim``, and ``real`` where a real ``llm_datadist`` imports, skipped elsewhere).
+Marker: ``@pytest.mark.datadist_scenario("flaky_link")`` or a TOML path (relative to the test file).
+Helpers: ``assert_llm_error(code)`` and ``assert_traced(world, op=..., outcome=...)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.machinery
+import random
+import shlex
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any, Generator, Iterator, List, Optional, Type, Union
+
+import pytest
+
+from datadist_sim._install import installed, is_installed
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.trace import TraceEvent
+from datadist_sim._world.world import SimWorld
+from datadist_sim.timepatch import patch_time
+
+__all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
+
+SEED = pytest.StashKey[int]()
+WORLD = pytest.StashKey[SimWorld]()
+SCENARIO = pytest.StashKey[str]()
+TRACE_LINES = 20
+CodeLike = Union[LLMStatusCode, int, str, Any]
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("datadist-sim", "datadist-sim (simulated llm_datadist)")
+    group.addoption(
+        "--datadist-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of every test's SimWorld (default: a random seed, printed in the header)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "datadist_scenario(name_or_path): load a bundled fault scenario, or a TOML file (relative to "
+        "the test file), into the test's sim_world",
+    )
+    seed = config.getoption("datadist_seed")
+    config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(2**32)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = config.stash[SEED]
+    return f"datadist-sim: seed {seed} (rerun with --datadist-seed={seed})"
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sim_world(request: pytest.FixtureRequest) -> Iterator[SimWorld]:
+    """A fresh ``SimWorld`` on the virtual clock, active for the test; finalized instances after."""
+    world = SimWorld(seed=request.config.stash[SEED])
+    request.node.stash[WORLD] = world
+    marker = request.node.get_closest_marker("datadist_scenario")
+    with world.activate():
+        if marker is not None:
+            _load_scenario(world, marker, request.node)
+        yield world
+        _finalize(world)
+
+
+@pytest.fixture
+def llm_datadist(sim_world: SimWorld) -> Iterator[ModuleType]:
+    """The fake installed as ``llm_datadist`` (and ``llm_datadist_v1``) for the test; yields it.
+
+    A client module imported inside the test gets the fake; instances join ``sim_world``.
+    """
+    with installed():
+        yield importlib.import_module("llm_datadist")
+
+
+@pytest.fixture
+def sim_time(sim_world: SimWorld) -> Iterator[VirtualClock]:
+    """``time.sleep``/``time.monotonic`` follow ``sim_world``'s clock for the test (``timepatch``)."""
+    with patch_time(sim_world) as clock:
+        yield clock
+
+
+class DatadistBackend:
+    """What ``datadist_backend`` yields: ``name`` ("sim" or "real"), the ``module``, the ``world`` (sim
+    only); attribute access falls through to the module (``backend.LLMDataDist``)."""
+
+    def __init__(self, name: str, module: ModuleType, world: Optional[SimWorld]) -> None:
+        self.name = name
+        self.module = module
+        self.world = world
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.module, attr)
+
+    def __repr__(self) -> str:
+        return f"DatadistBackend({self.name!r})"
+
+
+@pytest.fixture(params=["sim", "real"])
+def datadist_backend(request: pytest.FixtureRequest) -> Iterator[DatadistBackend]:
+    """Each test twice: against the fake, and against a real ``llm_datadist`` (skipped without one)."""
+    if request.param == "real":
+        yield DatadistBackend("real", _real_llm_datadist(), None)
+        return
+    world: SimWorld = request.getfixturevalue("sim_world")
+    with installed():
+        yield DatadistBackend("sim", importlib.import_module("llm_datadist"), world)
+
+
+def _real_llm_datadist() -> ModuleType:
+    if is_installed():
+        pytest.skip("the fake is installed as llm_datadist in this process")
+    if importlib.machinery.PathFinder.find_spec("llm_datadist") is None:
+        pytest.skip("no real llm_datadist is importable here (it needs CANN on an Ascend host)")
+    try:
+        return importlib.import_module("llm_datadist")
+    except ImportError as exc:
+        pytest.skip(f"the real llm_datadist does not import here: {exc}")
+
+
+def _load_scenario(world: SimWorld, marker: pytest.Mark, item: pytest.Item) -> None:
+    if len(marker.args) != 1 or marker.kwargs:
+        raise pytest.UsageError(f"{item.nodeid}: datadist_scenario takes one name or path")
+    if not hasattr(world.faults, "load"):
+        pytest.skip("datadist_scenario needs scenario loading (world.faults.load), not in this build")
+    name = str(marker.args[0])
+    item.stash[SCENARIO] = name
+    world.faults.load(_scenario_path(name, item))
+
+
+def _scenario_path(name: str, item: pytest.Item) -> str:
+    """A bundled name stays a name; a relative path is taken from the test file's directory first."""
+    if not (name.endswith(".toml") or "/" in name or "\\" in name) or Path(name).is_absolute():
+        return name
+    beside = Path(str(item.path)).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def _finalize(world: SimWorld) -> None:
+    from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
+
+    with contextlib.suppress(Exception):
+        finalize_all(world)
+
+
+# -- failure report ------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    world = item.stash.get(WORLD, None)
+    if report.failed and world is not None:
+        report.sections.append(("datadist-sim", _failure_section(item, world)))
+
+
+def _failure_section(item: pytest.Item, world: SimWorld) -> str:
+    lines = world.trace.lines(last=TRACE_LINES)
+    return "\n".join(
+        [
+            f"seed: {world.seed}",
+            f"scenario: {item.stash.get(SCENARIO, '(none)')}",
+            f"simulated time: {world.now():.6f} s",
+            f"last {len(lines)} of {world.trace.total} trace events:",
+            *(f"  {line}" for line in lines),
+            f"reproduce: pytest {shlex.quote(item.nodeid)} --datadist-seed={world.seed}",
+        ]
+    )
+
+
+# -- assertion helpers ---------------------------------------------------------------------------
+
+
+def _code_name(code: CodeLike) -> str:
+    """The status-code name of a member (ours, the real package's or v1's), an integer or a name."""
+    name = getattr(code, "name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(code, int):
+        return LLMStatusCode(code).name
+    text = str(code).upper()
+    return text if text.startswith("LLM_") else f"LLM_{text}"
+
+
+class assert_llm_error:
+    """``with assert_llm_error(LLMStatusCode.LLM_TIMEOUT) as caught: ...``: the block must raise
+    ``LLMException`` with that code (a member, its integer or its name); ``caught.value`` is the
+    exception. Works for the real package's ``LLMException`` too."""
+
+    def __init__(self, code: CodeLike) -> None:
+        self.expected = _code_name(code)
+        self.value: Optional[BaseException] = None
+
+    def __enter__(self) -> assert_llm_error:
+        return self
+
+    def __exit__(
+        self, kind: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> bool:
+        __tracebackhide__ = True
+        if exc is None:
+            raise AssertionError(f"expected LLMException({self.expected}); nothing was raised")
+        if type(exc).__name__ != "LLMException" or not hasattr(exc, "status_code"):
+            raise AssertionError(
+                f"expected LLMException({self.expected}), got {type(exc).__name__}: {exc}"
+            ) from exc
+        got = _code_name(exc.status_code)
+        if got != self.expected:
+            raise AssertionError(f"expected LLMException({self.expected}), got {got}: {exc}") from exc
+        self.value = exc
+        return True
+
+
+def assert_traced(
+    world: SimWorld,
+    *,
+    op: Optional[str] = None,
+    outcome: Optional[CodeLike] = None,
+    cluster: Optional[int] = None,
+    kind: Optional[str] = None,
+    detail: Optional[str] = None,
+    count: Optional[int] = None,
+) -> List[TraceEvent]:
+    """The trace events matching every given field (``detail``: a substring); at least one must match,
+    or exactly ``count``. The failure message lists what the trace did hold for that operation."""
+    __tracebackhide__ = True
+    want = None if outcome is None else (outcome if isinstance(outcome, str) else _code_name(outcome))
+    wanted = {"op": op, "outcome": want, "cluster_id": cluster, "kind": kind}
+    events = list(world.trace)
+    found = [
+        e
+        for e in events
+        if all(v is None or getattr(e, k) == v for k, v in wanted.items())
+        and (detail is None or detail in e.detail)
+    ]
+    if (count is None and found) or len(found) == count:
+        return found
+    asked = ", ".join(f"{k}={v!r}" for k, v in [*wanted.items(), ("detail", detail)] if v is not None)
+    same_op = [str(e) for e in events if op is None or e.op == op][-TRACE_LINES:]
+    shown = "\n".join(f"  {line}" for line in same_op) or "  (none)"
+    expected = "at least one" if count is None else f"exactly {count}"
+    raise AssertionError(
+        f"expected {expected} trace event with {asked or 'any fields'}; found {len(found)}.\n"
+        f"last events{'' if op is None else f' of {op}'} in the trace:\n{shown}"
+    )
