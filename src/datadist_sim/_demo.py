@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
 from datadist_sim._views import tensor_views
+from datadist_sim._world.faults import Fault
+from datadist_sim._world.trace import summarise
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist import (
     CacheDesc,
@@ -99,17 +100,9 @@ def run_demo(seed: int = 0, as_json: bool = False) -> int:
         checks.update(_pull_requests(prompt, decode))
         checks["unlink"] = decode.unlink_clusters([_cluster_info()])[0] is LLMStatusCode.LLM_SUCCESS
 
-        # Fault: the Prompt hangs for a while; a retrying client backs off until it answers again.
-        hung_until = world.now() + 4.0
-        outcomes: List[str] = []
-
-        def link_while_hung() -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
-            if world.now() < hung_until:
-                with world.pause(PROMPT_ID):
-                    return decode.link_clusters([_cluster_info()], timeout=500)
-            return decode.link_clusters([_cluster_info()], timeout=500)
-
-        outcomes = _retry_link(world, link_while_hung, tries=6)
+        # Fault: the Prompt hangs for four simulated seconds; a retrying client backs off until it answers.
+        world.faults.add(Fault.hang(PROMPT_ID, heal_after_s=4.0))
+        outcomes = _retry_link(world, lambda: decode.link_clusters([_cluster_info()], timeout=500), tries=6)
         checks["recovered after the fault"] = outcomes[-1] == "LLM_SUCCESS" and len(outcomes) > 1
         decode.unlink_clusters([_cluster_info()])
         finalize_all(world)
@@ -118,7 +111,8 @@ def run_demo(seed: int = 0, as_json: bool = False) -> int:
         "simulated_seconds": round(world.now(), 4),
         "wall_seconds": round(time.perf_counter() - wall, 4),
         "retry_outcomes": outcomes,
-        "codes": dict(Counter(e.outcome for e in world.trace)),
+        "codes": summarise(world.trace).per_code,
+        "per_operation": summarise(world.trace).table(),
         "checks": checks,
     }
     _print(summary, as_json)
@@ -134,9 +128,9 @@ def _print(summary: Dict[str, Any], as_json: bool) -> None:
         f"  simulated time  {summary['simulated_seconds']:.3f} s   wall time {summary['wall_seconds']:.3f} s"
     )
     print(f"  retrying link during a hung Prompt: {' -> '.join(summary['retry_outcomes'])}")
-    print("  outcomes in the trace:")
-    for code, count in sorted(summary["codes"].items()):
-        print(f"    {code:<32} {count}")
+    print("  API calls by outcome:")
+    for line in summary["per_operation"].splitlines():
+        print(f"    {line}")
     print("  checks:")
     for name, ok in summary["checks"].items():
         print(f"    [{'ok' if ok else 'FAILED'}] {name}")
