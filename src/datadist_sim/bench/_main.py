@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from typing import List, Optional
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from datadist_sim.bench.workload import Workload
+
+
+def _scenarios(text: str) -> List[Tuple[str, Tuple[float, ...]]]:
+    """``flaky_link:0.5/1/2,uce`` -> [("flaky_link", (0.5, 1.0, 2.0)), ("uce", (1.0,))]."""
+    out: List[Tuple[str, Tuple[float, ...]]] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, rates = item.partition(":")
+        out.append((name, tuple(float(r) for r in rates.split("/")) if rates else (1.0,)))
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,13 +27,56 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="bench", required=True)
     retry = sub.add_parser("retry", help="policy x scenario table under faults (simulated time)")
     retry.add_argument("--seed", type=int, default=0)
+    retry.add_argument("--out", type=Path, default=Path("bench-results"), help="directory for JSON and PNGs")
+    retry.add_argument("--policies", help="comma-separated subset of the built-in policies")
+    retry.add_argument(
+        "--scenarios", type=_scenarios, help="e.g. 'none,flaky_link:0.5/1/2,uce' (rates after ':')"
+    )
+    retry.add_argument("--requests", type=int, help="requests per run (default 600)")
+    retry.add_argument(
+        "--clients", default="2,4,8,16", help="Decode client counts for the work sweep ('' = skip)"
+    )
+    retry.add_argument("--no-plots", action="store_true")
     perf = sub.add_parser("perf", help="control-plane, data-plane and scaling figures vs baselines")
     perf.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    perf.add_argument("--out", type=Path, default=Path("bench-results"), help="directory for perf.json")
     return parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit codes: 0 done, 1 a benchmark's own checks failed, 2 usage error."""
-    args = build_parser().parse_args(argv)
-    print(f"datadist-sim bench {args.bench}: not implemented yet")
-    return 1
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    if args.bench == "retry":
+        return _retry(args)
+    from datadist_sim.bench.perf import main as perf_main
+
+    return perf_main(quick=args.quick, out=args.out)
+
+
+def _retry(args: argparse.Namespace) -> int:
+    from datadist_sim.bench import report
+    from datadist_sim.bench.retry_bench import POLICIES, SCENARIOS, run
+
+    policies = POLICIES
+    if args.policies:
+        wanted = [p.strip() for p in args.policies.split(",") if p.strip()]
+        unknown = [p for p in wanted if p not in POLICIES]
+        if unknown:
+            print(f"unknown policies {unknown}; built in: {', '.join(POLICIES)}")
+            return 2
+        policies = {p: POLICIES[p] for p in wanted}
+    wl = Workload() if args.requests is None else replace(Workload(), requests=args.requests)
+    clients = tuple(int(c) for c in args.clients.split(",") if c.strip())
+    wall = time.perf_counter()
+    results = run(args.seed, wl, policies, args.scenarios or SCENARIOS, clients)
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(report.table(results.cells))
+    if results.clients:
+        print("\nTotal work as Decode clients grow (flaky_link, rate 1):\n")
+        print(report.clients_table(results.clients))
+    report.write_json(results, args.out / "retry.json")
+    written = [] if args.no_plots else report.write_plots(results, args.out)
+    print(f"\nseed {args.seed}; wall {time.perf_counter() - wall:.1f} s; wrote {args.out / 'retry.json'}")
+    for path in written:
+        print(f"wrote {path}")
+    return 0

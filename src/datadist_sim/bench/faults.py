@@ -1,0 +1,84 @@
+"""Bundled scenarios, re-timed for the benchmark's longer run, and the fault windows a run saw.
+
+The bundled scenarios are written for a short reference workload (faults within the first seconds). The
+benchmark runs about a simulated minute, so a scenario's schedule is shifted to begin at ``start_s`` and
+stretched to last ``window_s`` (its rules keep their relative timing); a probabilistic rule with no
+window of its own (a flaky link) holds for ``window_s``. ``rate`` scales every probability, as
+``FaultPlan.load(..., rate=)`` does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple
+
+from datadist_sim._world.world import SimWorld
+
+Window = Tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Timing:
+    start_s: float = 10.0
+    window_s: float = 20.0
+
+
+def _counted(rule: Any) -> bool:
+    return rule.nth is not None or rule.first is not None or rule.after is not None or bool(rule.sequence)
+
+
+def _end(rule: Any) -> Optional[float]:
+    if rule.end_s is not None:
+        return float(rule.end_s)
+    if rule.heal_after_s is not None and rule.start_s is not None and not _counted(rule):
+        return float(rule.start_s + rule.heal_after_s)
+    return None
+
+
+def bench_rules(name: str, rate: float, timing: Timing) -> List[Any]:
+    """The scenario's rules at ``rate``, moved into the benchmark's fault window."""
+    from datadist_sim.scenarios import load
+
+    rules = load(name).rules(rate)
+    starts = [r.start_s for r in rules if r.start_s is not None]
+    origin = min(starts) if starts else 0.0
+    spans = [end - origin for end in (_end(r) for r in rules) if end is not None]
+    stretch = timing.window_s / max(spans) if spans and max(spans) > 0 else 1.0
+    out = []
+    for rule in rules:
+        offset = 0.0 if rule.start_s is None else (rule.start_s - origin) * stretch
+        start = timing.start_s + offset
+        end: Optional[float] = None
+        if rule.end_s is not None:
+            end = timing.start_s + (rule.end_s - origin) * stretch
+        elif rule.heal_after_s is None and not _counted(rule) and rule.action != "kill":
+            end = start + timing.window_s
+        heal = None if rule.heal_after_s is None else rule.heal_after_s * stretch
+        out.append(rule.copy(start_s=start, end_s=end, heal_after_s=heal))
+    return out
+
+
+def permanent(rules: List[Any]) -> bool:
+    """A rule that never heals (a killed cluster stays dead)."""
+    return any(r.action == "kill" for r in rules)
+
+
+def windows(rules: List[Any], fired: List[float], run_end: float) -> List[Window]:
+    """Where faults held: each rule's own window, or from the first to the last time one fired."""
+    out: List[Window] = []
+    for rule in rules:
+        if rule.action == "kill":
+            out.append((min(fired) if fired else rule.start_s, run_end))
+        elif rule.end_s is not None:
+            out.append((rule.start_s, rule.end_s))
+        elif rule.heal_after_s is not None and not _counted(rule):
+            out.append((rule.start_s, rule.start_s + rule.heal_after_s))
+    if fired and not out:
+        out.append((min(fired), max(fired)))
+    return [(a, b if math.isfinite(b) else run_end) for a, b in out]
+
+
+def install(world: SimWorld, rules: List[Any]) -> None:
+    if rules:
+        world.faults.add(*rules)
