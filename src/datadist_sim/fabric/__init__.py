@@ -8,7 +8,7 @@ prints it, and the first client starts a fabric on demand if none listens there)
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from datadist_sim.fabric.address import ENV_VAR, FabricAddress, default_address, from_env, new_address, parse
 
@@ -19,6 +19,7 @@ __all__ = [
     "from_env",
     "new_address",
     "parse",
+    "status",
     "tensor_views",
     "trace_lines",
 ]
@@ -46,3 +47,13 @@ def trace_lines(last: Optional[int] = None) -> List[str]:
     if client is None:
         raise RuntimeError(f"{ENV_VAR} is not set: this process belongs to no fabric")
     return list(client.function("trace_lines", last))
+
+
+def status() -> Dict[str, Any]:
+    """The fabric's state: live cluster ids, connected processes, shared segments and bytes backed."""
+    from datadist_sim.fabric.client import current_client
+
+    client = current_client()
+    if client is None:
+        raise RuntimeError(f"{ENV_VAR} is not set: this process belongs to no fabric")
+    return dict(client.function("status"))

@@ -63,6 +63,8 @@ class Session:
         self._handles: Dict[int, int] = {}  # id(object) -> handle
         self._lock = threading.Lock()
         self.clusters: Dict[int, Mode] = {}
+        self.lost: List[int] = []
+        """Clusters that were still initialised when the process was lost."""
         self.channel = Channel(
             sock,
             self._handle,
@@ -124,6 +126,10 @@ class Session:
         finally:
             _context.session = None
 
+    def ran(self) -> List[int]:
+        """The clusters this process runs, or ran when it was lost."""
+        return list(self.clusters) or list(self.lost)
+
     def _closed(self) -> None:
         self.server.session_lost(self)
 
@@ -135,9 +141,10 @@ class RawRouter:
     any other raw pointer belongs to the process whose call is running.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_dead: Callable[[Session], None]) -> None:
         self._lock = threading.Lock()
         self._ranges: List[Tuple[int, int, Session]] = []
+        self._on_dead = on_dead
 
     def add(self, session: Session, start: int, nbytes: int) -> None:
         with self._lock:
@@ -177,6 +184,7 @@ class RawRouter:
                     if Mode.CACHE_MANAGER in owner.clusters.values() or not owner.clusters
                     else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
                 )
+                self._on_dead(owner)
                 raise SimError(
                     code, f"process {owner.pid} holding the memory did not answer ({exc}); transfer timed out"
                 ) from None
@@ -200,7 +208,7 @@ class FabricServer:
     def __init__(self, address: FabricAddress, world: SimWorld) -> None:
         self.address = address
         self.world = world
-        self.raw = RawRouter()
+        self.raw = RawRouter(self.died_mid_transfer)
         self.space = SharedAddressSpace(self.raw, backed=world.memory.backed)
         world.memory = self.space
         self.by_handle = _by_handle_types()
@@ -304,11 +312,27 @@ class FabricServer:
             if not self.sessions:
                 self.idle.set()
         self.raw.drop(session)
-        for cluster_id in list(session.clusters):
-            with contextlib.suppress(Exception):
-                self._kill(cluster_id)
-            _log.info("process %s lost: cluster %s killed", session.pid, cluster_id)
-        session.clusters.clear()
+        with self.world.lock:
+            lost = list(session.clusters)
+            session.clusters.clear()
+            session.lost.extend(lost)
+            for cluster_id in lost:
+                with contextlib.suppress(Exception):
+                    self._kill(cluster_id)
+                _log.info("process %s lost: cluster %s killed", session.pid, cluster_id)
+
+    def died_mid_transfer(self, session: Session) -> None:
+        """A process died (or stopped answering) while a transfer needed its memory: the transfer times
+        out, which breaks the link it ran on (re-link to recover), and the process's clusters die.
+
+        Runs on the transferring thread, which may hold the world's (re-entrant) lock.
+        """
+        for dead in session.ran():
+            for node in self.world.nodes:
+                if dead in node.peers:
+                    self.world.break_link(node.cluster_id, dead)
+        session.channel.close()
+        self.session_lost(session)
 
     def _kill(self, cluster_id: int) -> None:
         kill = getattr(self.world, "kill", None)
@@ -398,6 +422,13 @@ class FabricServer:
             return self.world.trace.lines(*args, **kwargs)
         if name == "now":
             return self.world.now()
+        if name == "status":
+            return {
+                "clusters": sorted(node.cluster_id for node in self.world.nodes),
+                "processes": len(self.sessions),
+                "shared_segments": self.space.segment_count,
+                "backed_bytes": self.space.backed_bytes,
+            }
         raise ValueError(f"unknown fabric function {name!r}")
 
 

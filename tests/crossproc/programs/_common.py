@@ -43,3 +43,27 @@ def poll_until_ready(dd: object, comm_id: int) -> str:
             return str(status.name)
         time.sleep(0.005)
     return "PREPARING"
+
+
+def wait_until_gone(cluster_id: int) -> bool:
+    """Wait (bounded) until the fabric has noticed that ``cluster_id``'s process died."""
+    import time
+
+    import datadist_sim.fabric
+
+    for _ in range(1000):
+        if cluster_id not in datadist_sim.fabric.status()["clusters"]:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def code_of(call: object) -> str:
+    """The status-code name a call raises with (``LLM_SUCCESS`` if it returns)."""
+    from llm_datadist import LLMException  # type: ignore[import-not-found]
+
+    try:
+        call()  # type: ignore[operator]
+    except LLMException as exc:
+        return str(exc.status_code.name)
+    return "LLM_SUCCESS"

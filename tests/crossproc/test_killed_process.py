@@ -1,0 +1,52 @@
+"""A process that dies: its peers see what the real library shows (timeouts, then a broken link), its
+memory is reclaimed, and no surviving process hangs."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from .conftest import Fabric
+
+pytestmark = pytest.mark.crossproc
+
+
+def test_prompt_killed_mid_pull_times_out_the_pull_and_breaks_the_link(fabric: Fabric) -> None:
+    prompt = fabric.start("victim_prompt.py", "cm")
+    decode = fabric.start("survivor_decode.py", "cm")
+    prompt.expect("up")
+    decode.expect("up")
+    prompt.tell()
+    prompt.expect("linked")  # joins first; the Decode side's short LinkTotalTime is for the re-link below
+    decode.tell()
+    assert prompt.expect("status") == "OK"
+    assert decode.expect("status") == "OK"
+    prompt.expect("ready")
+    decode.tell()
+    assert decode.expect("pull") == "LLM_TIMEOUT"  # the process holding the source died serving it
+    assert prompt.finish() == -signal.SIGKILL
+    assert decode.expect("untouched") == "True"  # nothing was written
+    assert decode.expect("gone") == "True"
+    assert decode.expect("pull_again") == "LLM_NOT_YET_LINK"  # a timed-out link must be re-established
+    assert decode.expect("unlink") == "LLM_SUCCESS"
+    assert decode.expect("relink_status") == "FAILED"  # nobody joins: link_total_time passes
+    decode.expect("done")
+    assert decode.finish() == 0
+
+
+def test_killed_prompt_memory_is_reclaimed_and_peers_time_out(fabric: Fabric) -> None:
+    prompt = fabric.start("victim_prompt.py", "kv")
+    assert int(prompt.expect("ready")) == 6  # three caches of two tensors, one file each
+    decode = fabric.start("survivor_decode.py", "kv")
+    assert decode.expect("link") == "LLM_SUCCESS"
+    decode.expect("ready")
+    prompt.kill()  # SIGKILL: no finalize, no goodbye
+    decode.tell()
+    assert decode.expect("gone") == "True"
+    assert decode.expect("segments") == "2"  # only the Decode side's own cache (two tensors) is left
+    assert decode.expect("pull") == "LLM_WAIT_PROCESS_TIMEOUT"
+    assert decode.expect("pull_again") == "LLM_NOT_YET_LINK"
+    assert decode.expect("relink") == "LLM_LINK_FAILED ['LLM_LINK_FAILED']"  # nobody listens any more
+    decode.expect("done")
+    assert decode.finish() == 0
