@@ -84,19 +84,43 @@ def _result_outcome(result: object) -> tuple[str, str]:
     return "LLM_SUCCESS", name if isinstance(name, str) else ""
 
 
+_INVALID_ID = 2**64 - 1
+
+
+def _compact(value: object) -> Optional[str]:
+    """Short forms of the face's own objects (keys by their ids, caches by id, descs by shape)."""
+    name = type(value).__name__
+    if name in ("CacheKey", "CacheKeyByIdAndIndex", "BlocksCacheKey"):
+        parts = []
+        for attr in ("cluster_id", "cache_id", "batch_index", "req_id", "prefix_id", "model_id"):
+            item = getattr(value, attr, None)
+            if isinstance(item, int) and item != _INVALID_ID and not (attr == "model_id" and item == 0):
+                parts.append(f"{attr}={item}")
+        return f"{name}({', '.join(parts)})"
+    if name == "LLMClusterInfo":
+        return f"LLMClusterInfo(remote={getattr(value, 'remote_cluster_id', '?')})"
+    cache_id = getattr(value, "cache_id", None)
+    if name in ("Cache", "KvCache") and isinstance(cache_id, int):
+        return f"{name}({cache_id})"
+    if name == "CacheDesc":
+        return f"CacheDesc({getattr(value, 'num_tensors', '?')}x{list(getattr(value, 'shape', []))})"
+    return None
+
+
 def short(value: object, limit: int = 48) -> str:
     """A deterministic short form of an argument (no memory addresses, bounded length)."""
+    compact = _compact(value)
+    if compact is not None:
+        return compact
     if isinstance(value, (list, tuple)):
-        inner = ", ".join(short(v, 16) for v in value[:4])
+        inner = ", ".join(short(v, 40) for v in value[:4])
         more = f", +{len(value) - 4}" if len(value) > 4 else ""
-        text = f"[{inner}{more}]"
-    elif isinstance(value, dict):
-        text = "{" + ", ".join(f"{short(k, 12)}: {short(v, 12)}" for k, v in list(value.items())[:3]) + "}"
-    else:
-        text = repr(value)
-        if " at 0x" in text or " object at " in text:
-            cache_id = getattr(value, "cache_id", None)
-            text = type(value).__name__ + ("" if cache_id is None else f"({cache_id})")
+        return f"[{inner}{more}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{short(k, 24)}: {short(v, 24)}" for k, v in list(value.items())[:3]) + "}"
+    text = repr(value)
+    if " at 0x" in text or " object at " in text:
+        text = type(value).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -79,7 +79,6 @@ class KvCacheManager:
         return cache.cache_desc.placement == Placement.HOST
 
     @staticmethod
-    @api_call
     def check_cache_key(cache_key: CacheKey) -> None:
         check_cache_key(cache_key)
 

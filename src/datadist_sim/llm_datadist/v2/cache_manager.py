@@ -71,7 +71,6 @@ class CacheManager(LocalCacheOps, PushOps):
         self._is_call_linked = True
 
     @staticmethod
-    @api_call
     def check_cache_key(cache_key: CacheKey) -> None:
         check_cache_key(cache_key)
 
