@@ -1,12 +1,12 @@
 """``datadist-sim``: the command line. ``codes`` prints the status-code table; ``demo`` runs the main job;
-``run`` runs a fault scenario."""
+``run`` runs a fault scenario; ``exec`` runs a program with the fake installed; ``bench`` benchmarks."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from datadist_sim._status_table import STATUS_TABLE, StatusInfo
 
@@ -95,8 +95,48 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if missing or same is False else 0
 
 
+def _exec_fabric_env(args: argparse.Namespace) -> Dict[str, str]:
+    """HOOK (issue 9, cross-process fabric): environment variables that put every process the program
+    starts into one fabric, e.g. ``{"DATADIST_SIM_FABRIC": address}``. Empty: each Python process gets
+    its own in-process world."""
+    return {}
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    """Run an unmodified program with the fake installed; the program's own exit code."""
+    import logging
+
+    from datadist_sim._exec import run_program
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        print("datadist-sim exec: name a program to run: datadist-sim exec -- PROGRAM ARGS", file=sys.stderr)
+        return 2
+    return run_program(
+        program,
+        seed=args.seed,
+        force=args.force,
+        log_level=logging.DEBUG if args.verbose else None,
+        trace=args.trace,
+        extra_env=_exec_fabric_env(args),
+    )
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Hand over to the benchmarks (``datadist_sim.bench.main``); 2 when they are not installed."""
+    try:
+        from datadist_sim.bench import main as bench_main
+    except ImportError as exc:
+        print(f"datadist-sim bench: benchmarks not available ({exc})", file=sys.stderr)
+        return 2
+    return int(bench_main(list(args.args)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="datadist-sim", description=__doc__)
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log world events (DEBUG, datadist_sim logger) to stderr"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     codes = sub.add_parser("codes", help="the LLMStatusCode table: integer, retryable, meaning, remedy")
     codes.add_argument("filter", nargs="?", help="only codes whose name contains this text")
@@ -117,13 +157,40 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--self-check", action="store_true", help="rerun with the seed and compare traces")
     run.add_argument("--json", action="store_true", help="machine-readable report")
     run.set_defaults(func=cmd_run)
+    exe = sub.add_parser(
+        "exec",
+        help="run an unmodified program with the fake installed as llm_datadist",
+        usage="datadist-sim exec [--seed N] [--trace PATH] [--force] -- PROGRAM [ARGS ...]",
+    )
+    exe.add_argument("--seed", type=int, help="seed of each Python process's default world")
+    exe.add_argument(
+        "--trace", metavar="PATH", help="write each process's trace as JSON lines ({pid} expands)"
+    )
+    exe.add_argument("--force", action="store_true", help="shadow a real llm_datadist if one is importable")
+    exe.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
+    exe.set_defaults(func=cmd_exec)
+    bench = sub.add_parser(  # prefix "+": every argument, --help too, goes to the benchmarks
+        "bench", help="the retry-policy and performance benchmarks", add_help=False, prefix_chars="+"
+    )
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to the benchmarks (try: bench --help)")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Exit codes: 0 success, 1 nothing matched, the demo's checks failed or a scenario's promised code
-    did not appear, 2 usage error."""
+    """Exit codes: 0 success; 1 nothing matched, the demo's checks failed or a scenario's promised code
+    did not appear; 2 usage error, or the benchmarks are not installed; 3 a real llm_datadist would be
+    shadowed (``exec`` without ``--force``). ``exec`` otherwise exits with the program's own code (126/127
+    when it cannot be run, 128 + N when signal N killed it)."""
     args = build_parser().parse_args(argv)
+    if args.verbose:
+        from datadist_sim import _log
+
+        handler = _log.enable()
+        try:
+            return int(args.func(args))
+        finally:
+            _log.disable(handler)
     return int(args.func(args))
 
 

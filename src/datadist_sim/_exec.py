@@ -1,0 +1,129 @@
+"""``datadist-sim exec -- PROGRAM ARGS``: run an unmodified program with the fake installed.
+
+A temporary directory put first on ``PYTHONPATH`` holds a ``sitecustomize`` module, so every Python
+process the program starts (the program itself, its workers, a ``bash`` script's ``python``) calls
+``boot()`` at start-up: ``datadist_sim.install()``, the seed, logging and the trace, all from environment
+variables. It then hands over to the ``sitecustomize`` it shadows, if there is one. Nothing is written
+to site-packages, and the directory is removed when the program ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Sequence
+
+ENV_SEED = "DATADIST_SIM_SEED"
+ENV_FORCE = "DATADIST_SIM_FORCE"
+ENV_LOG = "DATADIST_SIM_LOG"
+ENV_TRACE = "DATADIST_SIM_TRACE"
+EXIT_REFUSED = 3
+"""A real ``llm_datadist`` would be shadowed (pass ``--force``)."""
+EXIT_CANNOT_EXECUTE = 126
+EXIT_NOT_FOUND = 127
+
+_SITECUSTOMIZE = '''\
+"""Written by `datadist-sim exec`: install the fake llm_datadist, then run the sitecustomize this shadows."""
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+try:
+    from datadist_sim._exec import boot
+except ImportError as exc:
+    print(f"datadist-sim exec: {sys.executable} cannot import datadist_sim ({exc})", file=sys.stderr)
+else:
+    boot()
+_here = os.path.dirname(os.path.abspath(__file__))
+_rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+_spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _rest)
+if _spec is not None and _spec.loader is not None:
+    _shadowed = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_shadowed)
+    sys.modules["sitecustomize"] = _shadowed
+'''
+
+
+def boot(environ: Optional[Mapping[str, str]] = None) -> None:
+    """Start-up of an exec'd Python process: install the fake and apply the ``DATADIST_SIM_*`` settings.
+
+    Ends the process with ``EXIT_REFUSED`` when a real ``llm_datadist`` is importable and
+    ``DATADIST_SIM_FORCE`` is not ``1`` (running it unshadowed is never what the user meant).
+    """
+    import datadist_sim
+    from datadist_sim import _log
+
+    env = os.environ if environ is None else environ
+    try:
+        datadist_sim.install(force=env.get(ENV_FORCE) == "1")
+    except RuntimeError as exc:
+        print(f"datadist-sim exec: not run: {exc} (datadist-sim exec --force does)", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(EXIT_REFUSED)  # SystemExit is fatal this early in start-up
+    if env.get(ENV_SEED):
+        datadist_sim.reset_default_world(datadist_sim.SimWorld(seed=int(env[ENV_SEED])))
+    if env.get(ENV_LOG):
+        _log.enable(int(env[ENV_LOG]))
+    if env.get(ENV_TRACE):
+        path = env[ENV_TRACE].replace("{pid}", str(os.getpid()))
+        atexit.register(lambda: datadist_sim.default_world().trace.to_jsonl(path))
+
+
+def program_env(
+    boot_dir: str,
+    *,
+    seed: Optional[int] = None,
+    force: bool = False,
+    log_level: Optional[int] = None,
+    trace: Optional[str] = None,
+    extra: Optional[Mapping[str, str]] = None,
+) -> Dict[str, str]:
+    """The program's environment: ours plus ``boot_dir`` first on ``PYTHONPATH`` and the settings."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (boot_dir, env.get("PYTHONPATH", "")) if p)
+    settings = {
+        ENV_SEED: None if seed is None else str(seed),
+        ENV_FORCE: "1" if force else None,
+        ENV_LOG: None if log_level is None else str(log_level),
+        ENV_TRACE: None if trace is None else str(Path(trace).resolve()),
+    }
+    for name, value in settings.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    env.update(extra or {})
+    return env
+
+
+def run_program(
+    argv: Sequence[str],
+    *,
+    seed: Optional[int] = None,
+    force: bool = False,
+    log_level: Optional[int] = None,
+    trace: Optional[str] = None,
+    extra_env: Optional[Mapping[str, str]] = None,
+) -> int:
+    """Run ``argv`` with the fake installed; its exit code (128 + N when killed by signal N,
+    126/127 when it cannot be run)."""
+    with tempfile.TemporaryDirectory(prefix="datadist-sim-exec-") as boot_dir:
+        Path(boot_dir, "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+        env = program_env(boot_dir, seed=seed, force=force, log_level=log_level, trace=trace, extra=extra_env)
+        try:
+            code = subprocess.call(list(argv), env=env)
+        except FileNotFoundError:
+            print(f"datadist-sim exec: {argv[0]}: command not found", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        except PermissionError:
+            print(f"datadist-sim exec: {argv[0]}: permission denied", file=sys.stderr)
+            return EXIT_CANNOT_EXECUTE
+        except KeyboardInterrupt:
+            return 128 + signal.SIGINT
+    return 128 - code if code < 0 else code

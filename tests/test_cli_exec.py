@@ -1,0 +1,114 @@
+"""``datadist-sim exec`` (a program run with the fake installed), ``bench`` wiring and ``-v``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import types
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from datadist_sim.cli import main
+
+PY = sys.executable
+CLIENT = """
+import sys
+import datadist_sim
+import llm_datadist
+
+dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.PROMPT, 3)
+dd.init({"ge.exec.deviceId": "0", "llm.listenIpInfo": "10.0.0.1:26000"})
+print("face", llm_datadist.__name__, "seed", datadist_sim.default_world().seed)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> str:
+    path = tmp_path / "client.py"
+    path.write_text(CLIENT)
+    return str(path)
+
+
+def test_exec_runs_an_unmodified_program_on_the_fake_and_returns_its_exit_code(
+    client: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    assert main(["exec", "--seed", "11", "--trace", str(trace), "--", PY, client, "5"]) == 5
+    assert capfd.readouterr().out.split() == ["face", "datadist_sim.llm_datadist", "seed", "11"]
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert {"op": "init", "outcome": "LLM_SUCCESS", "cluster_id": 3}.items() <= events[-1].items()
+
+
+def test_exec_runs_the_sitecustomize_it_shadows(
+    client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("print('their sitecustomize ran')\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert main(["exec", "--", PY, client, "0"]) == 0
+    assert capfd.readouterr().out.splitlines()[0] == "their sitecustomize ran"
+
+
+def test_exec_refuses_to_shadow_a_real_llm_datadist_without_force(
+    client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    real = tmp_path / "real" / "llm_datadist"
+    real.mkdir(parents=True)
+    (real / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(real.parent))
+    assert main(["exec", "--", PY, client, "0"]) == 3
+    assert "a real llm_datadist is importable" in capfd.readouterr().err
+    assert main(["exec", "--force", "--", PY, client, "0"]) == 0
+    captured = capfd.readouterr()
+    assert "face datadist_sim.llm_datadist" in captured.out
+    assert "shadows the real llm_datadist" in captured.err
+
+
+def test_verbose_turns_on_the_datadist_sim_logger_in_the_program(capfd: pytest.CaptureFixture[str]) -> None:
+    probe = "import logging; print(logging.getLogger('datadist_sim').getEffectiveLevel())"
+    assert main(["-v", "exec", "--", PY, "-c", probe]) == 0
+    assert capfd.readouterr().out.strip() == "10"
+    assert main(["exec", "--", PY, "-c", probe]) == 0
+    assert capfd.readouterr().out.strip() == "30"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals as exit status are POSIX")
+def test_exec_maps_death_by_signal_to_128_plus_the_signal() -> None:
+    kill = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    assert main(["exec", "--", PY, "-c", kill]) == 128 + signal.SIGTERM
+
+
+def test_exec_of_a_missing_program_is_127(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["exec", "--", "datadist-sim-no-such-program"]) == 127
+    assert "command not found" in capfd.readouterr().err
+
+
+def test_exec_without_a_program_is_a_usage_error(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["exec"]) == 2
+    assert "name a program" in capfd.readouterr().err
+
+
+def test_bench_hands_every_argument_to_the_benchmarks(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: List[List[str]] = []
+
+    def fake_main(argv: List[str]) -> int:
+        seen.append(argv)
+        return 4
+
+    monkeypatch.setitem(sys.modules, "datadist_sim.bench", types.SimpleNamespace(main=fake_main))
+    assert main(["bench", "retry", "--json", "--help"]) == 4
+    assert seen == [["retry", "--json", "--help"]]
+
+
+def test_bench_without_the_benchmarks_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "datadist_sim.bench", None)
+    assert main(["bench", "retry"]) == 2
+    assert "benchmarks not available" in capsys.readouterr().err
