@@ -16,6 +16,7 @@ import importlib
 import importlib.machinery
 import random
 import shlex
+import warnings
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any, Generator, Iterator, List, Optional, Type, Union
@@ -89,7 +90,18 @@ def llm_datadist(sim_world: SimWorld) -> Iterator[ModuleType]:
 
     A client module imported inside the test gets the fake; instances join ``sim_world``.
     """
-    with installed():
+    with _fake_installed() as module:
+        yield module
+
+
+@contextlib.contextmanager
+def _fake_installed() -> Iterator[ModuleType]:
+    """The fake as ``llm_datadist``; on a host with a real one, shadowing it is what the test asked for."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"datadist_sim\.install\(\) shadows the real llm_datadist")
+        stack = contextlib.ExitStack()
+        stack.enter_context(installed(force=True))
+    with stack:
         yield importlib.import_module("llm_datadist")
 
 
@@ -123,8 +135,8 @@ def datadist_backend(request: pytest.FixtureRequest) -> Iterator[DatadistBackend
         yield DatadistBackend("real", _real_llm_datadist(), None)
         return
     world: SimWorld = request.getfixturevalue("sim_world")
-    with installed():
-        yield DatadistBackend("sim", importlib.import_module("llm_datadist"), world)
+    with _fake_installed() as module:
+        yield DatadistBackend("sim", module, world)
 
 
 def _real_llm_datadist() -> ModuleType:

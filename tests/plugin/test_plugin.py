@@ -258,3 +258,21 @@ def test_backend_fixture_runs_sim_and_skips_real_cleanly(pytester: pytest.Pytest
             "SKIPPED*no real llm_datadist is importable*",
         ]
     )
+
+
+def test_backend_fixture_uses_a_real_llm_datadist_where_one_imports(pytester: pytest.Pytester) -> None:
+    real = pytester.mkpydir("llm_datadist")
+    (real / "__init__.py").write_text("REAL = True\n")
+    pytester.syspathinsert()
+    pytester.makepyfile(
+        """
+        def test_which(datadist_backend):
+            assert getattr(datadist_backend, "REAL", False) == (datadist_backend.name == "real")
+
+        def test_the_fixture_shadows_it_for_the_test(llm_datadist):
+            assert llm_datadist.__name__ == "datadist_sim.llm_datadist"
+        """
+    )
+    result = pytester.runpytest(*STRICT, "-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*::test_which?sim? PASSED*", "*::test_which?real? PASSED*"])
