@@ -1,0 +1,174 @@
+"""How the cost of a pull grows with links, live keys and requests, and memory per live key.
+
+Each row's baseline is the smallest size of its own sweep in the same run, so the ratio reads as
+"how much slower at this scale" (1.0 = flat). Metadata-only worlds: the sizes stay small on purpose,
+so what is measured is bookkeeping, not memcpy.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from typing import Any, Callable, List, Sequence, Tuple
+
+from datadist_sim.bench.perf_setup import Figure, Pair, best_of
+from datadist_sim.llm_datadist import CacheDesc, CacheKey, CacheKeyByIdAndIndex, DataType
+
+KEYS_PER_CACHE = 100
+TINY = CacheDesc(1, [1, 64], DataType.DT_FLOAT16)
+
+
+def _sweep(
+    group: str, label: str, sizes: Sequence[int], cost: Callable[[int], float], target: str
+) -> List[Figure]:
+    rows: List[Figure] = []
+    first = 0.0
+    for n in sizes:
+        us = cost(n) * 1e6
+        first = first or us
+        rows.append(
+            Figure(
+                group, f"{label} = {n:,}", us, "µs/pull", first, f"{label} = {sizes[0]:,}", us / first, target
+            )
+        )
+    return rows
+
+
+def pull_cost_vs_links(links: int) -> float:
+    """Pulls by id spread round-robin over ``links`` linked Prompts."""
+    with Pair(prompts=links, backed=False) as pair:
+        keys = []
+        for i, dd in enumerate(pair.prompts):
+            src = dd.cache_manager.allocate_cache(TINY)
+            keys.append(CacheKeyByIdAndIndex(i + 1, src.cache_id, 0))
+        dst = pair.decode_cm.allocate_cache(TINY)
+        cursor = [0]
+
+        def pull() -> None:
+            cursor[0] = (cursor[0] + 1) % len(keys)
+            pair.decode_cm.pull_cache(keys[cursor[0]], dst, 0)
+
+        return best_of(3, pull, 1000)
+
+
+def _keyed(pair: Pair, count: int, first_req: int = 0) -> List[CacheKey]:
+    """``count`` live keys on the first Prompt, ``KEYS_PER_CACHE`` per allocation (one per batch)."""
+    keys: List[CacheKey] = []
+    desc = CacheDesc(1, [KEYS_PER_CACHE, 64], DataType.DT_FLOAT16)
+    for start in range(first_req, first_req + count, KEYS_PER_CACHE):
+        batch = [
+            CacheKey(pair.prompt_id, req_id=r)
+            for r in range(start, min(start + KEYS_PER_CACHE, first_req + count))
+        ]
+        if len(batch) < KEYS_PER_CACHE:
+            pair.prompt_cm.allocate_cache(CacheDesc(1, [len(batch), 64], DataType.DT_FLOAT16), batch)
+        else:
+            pair.prompt_cm.allocate_cache(desc, batch)
+        keys.extend(batch)
+    return keys
+
+
+def pull_cost_vs_live_keys(live: int, pulls: int = 1000) -> float:
+    """Pulls by ``CacheKey`` (each consumes its key) while ``live`` other keys wait."""
+    with Pair(backed=False, pool_bytes=1 << 34) as pair:
+        _keyed(pair, live)
+        pulled = _keyed(pair, pulls, first_req=live)
+        dst = pair.decode_cm.allocate_cache(TINY)
+        start = time.perf_counter()
+        for key in pulled:
+            pair.decode_cm.pull_cache(key, dst, 0)
+        return (time.perf_counter() - start) / pulls
+
+
+def request_cost(requests: int) -> float:
+    """Whole requests: allocate a keyed cache, allocate the destination, pull by key, free both."""
+    with Pair(backed=False) as pair:
+        prompt, decode = pair.prompt_cm, pair.decode_cm
+        start = time.perf_counter()
+        for r in range(requests):
+            key = CacheKey(pair.prompt_id, req_id=r)
+            src = prompt.allocate_cache(TINY, [key])
+            dst = decode.allocate_cache(TINY)
+            decode.pull_cache(key, dst, 0)
+            decode.deallocate_cache(dst)
+            prompt.deallocate_cache(src)
+        return (time.perf_counter() - start) / requests
+
+
+def _traced(action: Callable[[], Any]) -> Tuple[int, Any]:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = action()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before, kept
+    finally:
+        tracemalloc.stop()
+
+
+def memory_per_live_key(live: int) -> float:
+    """Bytes of Python memory per live key (metadata-only, so no cache bytes are counted)."""
+    with Pair(backed=False, pool_bytes=1 << 34) as pair:
+        _keyed(pair, 100)  # warm the allocator and the trace ring first
+        grown, _ = _traced(lambda: _keyed(pair, live, first_req=100))
+        return grown / live
+
+
+def memory_after_requests(requests: int) -> float:
+    """Bytes still held after ``requests`` finished request cycles (history must not accumulate)."""
+    with Pair(backed=False) as pair:
+
+        def run() -> None:
+            prompt, decode = pair.prompt_cm, pair.decode_cm
+            for r in range(requests):
+                key = CacheKey(pair.prompt_id, req_id=r)
+                src = prompt.allocate_cache(TINY, [key])
+                dst = decode.allocate_cache(TINY)
+                decode.pull_cache(key, dst, 0)
+                decode.deallocate_cache(dst)
+                prompt.deallocate_cache(src)
+
+        grown, _ = _traced(run)
+        return float(grown)
+
+
+def scaling(quick: bool) -> List[Figure]:
+    links = (1, 16, 64) if quick else (1, 16, 128, 512)
+    keys = (10, 1000, 10_000) if quick else (10, 1000, 10_000, 100_000)
+    requests = (10, 1000, 10_000) if quick else (10, 1000, 10_000, 100_000)
+    rows = _sweep("scale", "links", links, pull_cost_vs_links, "flat")
+    rows += _sweep("scale", "live keys", keys, pull_cost_vs_live_keys, "flat")
+    rows += _sweep("scale", "requests", requests, request_cost, "flat")
+    for row in rows[-len(requests) :]:
+        row.unit = "µs/request"
+    per_key = [(n, memory_per_live_key(n)) for n in keys[1:]]
+    for n, b in per_key:
+        rows.append(
+            Figure(
+                "memory",
+                f"per live key, {n:,} live",
+                b,
+                "B/key",
+                per_key[0][1],
+                "first size",
+                b / per_key[0][1],
+                "linear in live keys",
+            )
+        )
+    held = [(n, memory_after_requests(n)) for n in ((1000, 5000) if quick else (1000, 10_000, 20_000))]
+    for n, b in held:
+        rows.append(
+            Figure(
+                "memory",
+                f"held after {n:,} finished requests",
+                b / 1024,
+                "KiB",
+                held[0][1] / 1024,
+                "first size",
+                b / max(held[0][1], 1),
+                "not growing with history",
+            )
+        )
+    return rows

@@ -1,0 +1,73 @@
+"""The performance benchmark's parts (speed itself is never asserted here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from datadist_sim.bench import perf, perf_scale
+from datadist_sim.bench.perf_setup import Figure, Pair, validate_like_pull_cache
+from datadist_sim.llm_datadist import CacheDesc, CacheKey, CacheKeyByIdAndIndex, DataType, LLMException
+
+DESC = CacheDesc(1, [1, 64], DataType.DT_FLOAT16)
+
+
+def test_pair_links_one_decode_to_every_prompt() -> None:
+    with Pair(prompts=20, backed=False) as pair:
+        assert len(pair.prompts) == 20
+        assert all(pair.world.is_linked(100_000, p + 1) for p in range(20))
+
+
+@pytest.mark.parametrize(
+    ("key", "batch_index", "error"),
+    [("not a key", 0, TypeError), (None, -1, ValueError), (None, 2**32, ValueError)],
+)
+def test_baseline_rejects_what_pull_cache_rejects(key: object, batch_index: int, error: type) -> None:
+    with Pair(backed=False) as pair:
+        src, dst = pair.prompt_cm.allocate_cache(DESC), pair.decode_cm.allocate_cache(DESC)
+        key = key if key is not None else CacheKeyByIdAndIndex(1, src.cache_id, 0)
+        with pytest.raises(error):
+            validate_like_pull_cache(key, dst, batch_index)
+        with pytest.raises(error):
+            pair.decode_cm.pull_cache(key, dst, batch_index)
+
+
+def test_baseline_accepts_what_pull_cache_accepts_and_packs_the_key() -> None:
+    with Pair(backed=False) as pair:
+        src, dst = pair.prompt_cm.allocate_cache(DESC), pair.decode_cm.allocate_cache(DESC)
+        key = CacheKeyByIdAndIndex(1, src.cache_id, 0)
+        assert validate_like_pull_cache(key, dst, 0) is not None
+        pair.decode_cm.pull_cache(key, dst, 0)
+
+
+def test_data_plane_pull_moves_the_same_bytes_as_numpy() -> None:
+    (figure,) = perf.data_plane(mib=1, repeat=1)
+    assert "bytes checked: True" in figure.case
+    assert figure.baseline is not None
+    assert figure.ratio is not None
+    assert figure.ratio > 0
+
+
+def test_live_keys_are_bound_and_each_pull_consumes_one() -> None:
+    with Pair(backed=False, pool_bytes=1 << 30) as pair:
+        keys = perf_scale._keyed(pair, 250)
+        assert len({k.req_id for k in keys}) == 250
+        dst = pair.decode_cm.allocate_cache(perf_scale.TINY)
+        pair.decode_cm.pull_cache(keys[123], dst, 0)
+        with pytest.raises(LLMException):
+            pair.decode_cm.pull_cache(keys[123], dst, 0)
+        pair.decode_cm.pull_cache(CacheKey(1, req_id=249), dst, 0)
+
+
+def test_memory_per_live_key_is_measured_in_bytes() -> None:
+    per_key = perf_scale.memory_per_live_key(300)
+    assert 10 < per_key < 100_000
+
+
+def test_table_marks_missed_targets() -> None:
+    rows = [
+        Figure("control", "pulls", 10.0, "pulls/s", target=">= 50", met=False),
+        Figure("data", "copy", 1.0, "ms", 0.8, "numpy", 0.8, ">= 0.7", True),
+    ]
+    text = perf.table(rows)
+    assert "| control | pulls | 10 pulls/s |  |  | >= 50 | NO |" in text
+    assert "| data | copy | 1 ms | 0.8 ms (numpy) | 0.8 | >= 0.7 | yes |" in text
