@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, List, Tuple
 
 import pytest
-from tests.data.conftest import D_ID, MIB, P_ID, make, pair, v1_options
+from tests.data.conftest import D_ID, MIB, P_ID, make, pair, pool, v1_options
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, decoder, info, prompt
 
 from datadist_sim import Fault, SimWorld
@@ -391,3 +391,110 @@ def test_LLM_ENGINE_FINALIZED(legacy: bool, expected: LLMStatusCode) -> None:
         cm = d.cache_manager
         d.finalize()
         assert code_of(lambda: cm.allocate_cache(desc())) is expected
+
+
+@pytest.mark.parametrize(
+    ("legacy", "expected"), [(True, S.LLM_PREFIX_ALREADY_EXIST), (False, S.LLM_PARAM_INVALID)]
+)
+def test_LLM_PREFIX_ALREADY_EXIST(legacy: bool, expected: LLMStatusCode) -> None:
+    """Legacy "a prefix with the same prefix id was already loaded; release it first" (§10): closest
+    current condition, a prefix key (``CacheKey.prefix_id``) bound to a second cache while the first
+    holds it. By default that is any key already bound: ``LLM_PARAM_INVALID`` (§7.1); a request key
+    bound twice stays ``LLM_PARAM_INVALID`` either way."""
+    with fresh(legacy_codes=legacy):
+        p, _ = pair(v2=True, link=False)
+        cm = p.cache_manager
+        prefix = CacheKey(P_ID, NO_REQ, prefix_id=7)
+        cm.allocate_cache(desc(batch=1), [prefix])
+        assert code_of(lambda: cm.allocate_cache(desc(batch=1), [prefix])) is expected
+        cm.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+        assert code_of(lambda: cm.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])) is S.LLM_PARAM_INVALID
+
+
+@pytest.mark.parametrize(
+    ("legacy", "expected"), [(True, S.LLM_PREFIX_NOT_EXIST), (False, S.LLM_KV_CACHE_NOT_EXIST)]
+)
+def test_LLM_PREFIX_NOT_EXIST(legacy: bool, expected: LLMStatusCode) -> None:
+    """Legacy "the request's prefix id was never loaded" (§10): closest current condition, a pull by a
+    prefix key the Prompt does not hold. By default a missing key of any kind is
+    ``LLM_KV_CACHE_NOT_EXIST`` (§7.1). Once loaded, the prefix pulls, and is not consumed (§10)."""
+    with fresh(legacy_codes=legacy):
+        p, d = pair(v2=True)
+        prefix = CacheKey(P_ID, NO_REQ, prefix_id=9)
+        dst = d.cache_manager.allocate_cache(desc(batch=1))
+        assert code_of(lambda: d.cache_manager.pull_cache(prefix, dst)) is expected
+        p.cache_manager.allocate_cache(desc(batch=1), [prefix])
+        d.cache_manager.pull_cache(prefix, dst)
+        d.cache_manager.pull_cache(prefix, dst)
+
+
+@pytest.mark.parametrize(
+    ("legacy", "expected"), [(True, S.LLM_REQUEST_ALREADY_COMPLETED), (False, S.LLM_KV_CACHE_NOT_EXIST)]
+)
+def test_LLM_REQUEST_ALREADY_COMPLETED(legacy: bool, expected: LLMStatusCode) -> None:
+    """Legacy "request already completed" (§12 legacy): closest current condition, a pull of a request
+    key that an earlier pull consumed (§7.1: a successful pull removes the key). By default that is
+    ``LLM_KV_CACHE_NOT_EXIST``. A key never bound stays ``LLM_KV_CACHE_NOT_EXIST``, and a key bound
+    again is a new request that pulls."""
+    with fresh(legacy_codes=legacy):
+        pm, dm, dst = keyed_pair()
+        dm.pull_cache(CacheKey(P_ID, 1), dst)
+        assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is expected
+        assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 2), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+        pm.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+        dm.pull_cache(CacheKey(P_ID, 1), dst)
+
+
+@pytest.mark.parametrize(
+    ("legacy", "expected"), [(True, S.LLM_SEQ_LENOVERLIMIT), (False, S.LLM_PARAM_INVALID)]
+)
+def test_LLM_SEQ_LENOVERLIMIT(legacy: bool, expected: LLMStatusCode) -> None:
+    """Legacy "sequence length over the limit" (§12 legacy): closest current condition, a pull whose
+    length runs past the per-request slice of the source or the destination — here a Prompt request of
+    16 positions into a Decode cache of 8 (the limit is the destination's sequence dimension). By
+    default the pull's size check gives ``LLM_PARAM_INVALID``. A ``size`` that fits pulls."""
+    with fresh(legacy_codes=legacy):
+        p, d = pair(v2=True)
+        p.cache_manager.allocate_cache(desc(batch=1, seq=16), [CacheKey(P_ID, 1)])
+        dst = d.cache_manager.allocate_cache(desc(batch=1, seq=8))
+        assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is expected
+        d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst, size=8 * 16 * 2)
+
+
+@pytest.mark.parametrize(("legacy", "expected"), [(True, S.LLM_NO_FREE_BLOCK), (False, S.LLM_OUT_OF_MEMORY)])
+def test_LLM_NO_FREE_BLOCK(legacy: bool, expected: LLMStatusCode) -> None:
+    """Legacy "no free block" (§12 legacy): closest current condition, ``allocate_blocks_cache`` from a
+    pool that cannot give even one page (here a full 1 MiB pool; ``Fault.exhaust_pool`` does the
+    same). By default a pool that cannot hold the cache is ``LLM_OUT_OF_MEMORY`` (§9)."""
+    with fresh(legacy_codes=legacy):
+        _, d = pair(v2=True, link=False, **{"llm.MemPoolConfig": pool(MIB)})
+        cm = d.cache_manager
+        full = cm.allocate_cache(CacheDesc(1, [1, MIB], DataType.DT_UINT8))
+        blocks = CacheDesc(1, [4, 1024], DataType.DT_UINT8)
+        assert code_of(lambda: cm.allocate_blocks_cache(blocks)) is expected
+        cm.deallocate_cache(full)
+        cm.allocate_blocks_cache(blocks)
+
+
+@pytest.mark.parametrize(
+    ("legacy", "expected"), [(True, S.LLM_BLOCKS_OUT_OF_MEMORY), (False, S.LLM_OUT_OF_MEMORY)]
+)
+def test_LLM_BLOCKS_OUT_OF_MEMORY(legacy: bool, expected: LLMStatusCode) -> None:
+    """Legacy "blocks out of memory" (§12 legacy): closest current condition, ``allocate_blocks_cache``
+    larger than what the pool has free while it does have free pages (here 2 MiB of blocks from an
+    empty 1 MiB pool). By default ``LLM_OUT_OF_MEMORY`` (§9). A plain cache stays ``LLM_OUT_OF_MEMORY``."""
+    with fresh(legacy_codes=legacy):
+        _, d = pair(v2=True, link=False, **{"llm.MemPoolConfig": pool(MIB)})
+        cm = d.cache_manager
+        too_many = CacheDesc(1, [2048, 1024], DataType.DT_UINT8)
+        assert code_of(lambda: cm.allocate_blocks_cache(too_many)) is expected
+        too_big = CacheDesc(1, [1, 2 * MIB], DataType.DT_UINT8)
+        assert code_of(lambda: cm.allocate_cache(too_big)) is S.LLM_OUT_OF_MEMORY
+
+
+# -- the matrix is complete ----------------------------------------------------------------------
+
+
+def test_every_status_code_has_a_test_named_after_it() -> None:
+    missing = [code.name for code in LLMStatusCode if not callable(globals().get(f"test_{code.name}"))]
+    assert missing == []

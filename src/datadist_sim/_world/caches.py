@@ -9,6 +9,13 @@ Inferences (not in the sources): a cache's batch ``i`` is the ``i``-th equal sli
 batch dimension is taken to be the outermost); a blocks cache's block ``j`` likewise. A pull by
 ``CacheKey`` into blocks (``pull_blocks`` with a contiguous source) fills the named blocks in order with
 consecutive block-sized chunks of the source batch.
+
+Legacy model-mode codes (``SimConfig(legacy_codes=True)``, docs/status_matrix.md): each under the
+closest condition of the current API, and only when the switch is on — a prefix key bound twice
+(``LLM_PREFIX_ALREADY_EXIST``), a pull of a prefix not loaded (``LLM_PREFIX_NOT_EXIST``), a pull of a
+request key a pull already consumed (``LLM_REQUEST_ALREADY_COMPLETED``), a pull longer than the
+per-request slice of either cache (``LLM_SEQ_LENOVERLIMIT``), a blocks cache from a pool with no free
+page (``LLM_NO_FREE_BLOCK``) or with too little (``LLM_BLOCKS_OUT_OF_MEMORY``).
 """
 
 from __future__ import annotations
@@ -88,9 +95,14 @@ def _parse_pool_config(text: str) -> Tuple[int, int]:
 class NodeCaches:
     """Everything cache-related of one initialised instance. Guarded by its own lock."""
 
-    def __init__(self, space: AddressSpace, mode: Mode, settings: NodeSettings) -> None:
+    def __init__(
+        self, space: AddressSpace, mode: Mode, settings: NodeSettings, *, legacy_codes: bool = False
+    ) -> None:
         self.space = space
         self.mode = mode
+        self.legacy_codes = legacy_codes
+        self.completed: Set[EngineKey] = set()
+        """Request keys consumed by a pull (kept only with ``legacy_codes``)."""
         self.lock = threading.RLock()
         self.oom_code = (
             LLMStatusCode.LLM_OUT_OF_MEMORY
@@ -148,14 +160,20 @@ class NodeCaches:
             if ek is None:
                 continue
             if ek in self.key_table:
-                raise SimError(_P, f"cache key {ek} is already bound to cache {self.key_table[ek][0]}")
+                code = LLMStatusCode.LLM_PREFIX_ALREADY_EXIST if self._legacy_prefix(ek) else _P
+                raise SimError(code, f"cache key {ek} is already bound to cache {self.key_table[ek][0]}")
             bound.append((ek, index))
         return bound
+
+    def _legacy_prefix(self, ek: EngineKey) -> bool:
+        return self.legacy_codes and ek[0] == "prefix"
 
     def _add(self, entry: CacheEntry, bound: List[Tuple[EngineKey, int]]) -> CacheEntry:
         for ek, index in bound:
             self.key_table[ek] = (entry.cache_id, index)
             entry.keys.add(ek)
+            if self.legacy_codes:
+                self.completed.discard(ek)
         self.caches[entry.cache_id] = entry
         self._next_id += 1
         return entry
@@ -178,7 +196,10 @@ class NodeCaches:
                     f"no {'device' if device else 'host'} memory pool is configured",
                 )
             bound = self._bind_keys(keys, batch_size) if not is_blocks else self._bind_blocks(keys)
-            addrs = pool.allocate_many([tensor_size] * num_tensors)
+            if self.legacy_codes and is_blocks:
+                addrs = _legacy_blocks_allocate(pool, tensor_size, num_tensors)
+            else:
+                addrs = pool.allocate_many([tensor_size] * num_tensors)
             entry = CacheEntry(
                 self._next_id, num_tensors, tensor_size, batch_size, addrs, device, is_blocks, False, pool
             )
@@ -299,13 +320,52 @@ class NodeCaches:
             return entry, batch_index, consume
         found = self.key_table.get(ek)
         if found is None:
-            raise SimError(_NOT_EXIST, f"remote cache key {ek} does not exist")
+            raise SimError(self._missing_code(ek), f"remote cache key {ek} does not exist")
         entry = self.caches[found[0]]
         return entry, found[1], ek if ek[0] == "req" and not is_blocks else None
 
+    def _missing_code(self, ek: EngineKey) -> LLMStatusCode:
+        if self._legacy_prefix(ek):
+            return LLMStatusCode.LLM_PREFIX_NOT_EXIST
+        if self.legacy_codes and ek in self.completed:
+            return LLMStatusCode.LLM_REQUEST_ALREADY_COMPLETED
+        return _NOT_EXIST
+
+
+def _legacy_blocks_allocate(pool: MemoryPool, tensor_size: int, num_tensors: int) -> List[int]:
+    """A blocks cache under ``legacy_codes``: a pool that cannot give even one page has no free block;
+    one that has pages but too few for the cache is out of blocks memory."""
+    try:
+        return pool.allocate_many([tensor_size] * num_tensors)
+    except SimError as exc:
+        if exc.code is not pool.oom_code:
+            raise
+        page = pool.round_size(1)
+        limit = pool.limit
+        no_page = pool.free_bytes < page or (limit is not None and pool.used + page > limit)
+        code = LLMStatusCode.LLM_NO_FREE_BLOCK if no_page else LLMStatusCode.LLM_BLOCKS_OUT_OF_MEMORY
+        raise SimError(code, exc.message) from exc
+
+
+def legacy_seq_len_check(
+    src: CacheEntry, dst: CacheEntry, size: int, src_offset: int, dst_offset: int
+) -> None:
+    """Under ``legacy_codes``, a contiguous pull longer than the per-request slice of the source or of
+    the destination (from its offset) is ``LLM_SEQ_LENOVERLIMIT``: the request's sequence does not fit."""
+    if src.is_blocks or dst.is_blocks:
+        return  # a blocks/contiguous mix stays LLM_PARAM_INVALID
+    src_offset, dst_offset = max(src_offset, 0), max(dst_offset, 0)
+    nbytes = src.batch_bytes - src_offset if size == -1 else size
+    if nbytes > 0 and (src_offset + nbytes > src.batch_bytes or dst_offset + nbytes > dst.batch_bytes):
+        raise SimError(
+            LLMStatusCode.LLM_SEQ_LENOVERLIMIT,
+            f"{nbytes} B from offsets {src_offset}/{dst_offset} exceed the per-request slice "
+            f"(remote {src.batch_bytes} B, local {dst.batch_bytes} B)",
+        )
+
 
 def create_store(world: SimWorld, node: ClusterNode) -> NodeCaches:
-    return NodeCaches(world.memory, node.mode, node.settings)
+    return NodeCaches(world.memory, node.mode, node.settings, legacy_codes=world.config.legacy_codes)
 
 
 def store_of(world: SimWorld, node: ClusterNode) -> NodeCaches:

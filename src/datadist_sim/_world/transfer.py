@@ -15,7 +15,15 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import INVALID_ID, CacheEntry, EngineKey, NodeCaches, PackedKey, store_of
+from datadist_sim._world.caches import (
+    INVALID_ID,
+    CacheEntry,
+    EngineKey,
+    NodeCaches,
+    PackedKey,
+    legacy_seq_len_check,
+    store_of,
+)
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.faults import Call, current_op
@@ -241,6 +249,8 @@ def _plan_pull(
         if blocks:
             ranges = _blocks_ranges(src, src_batch, dst, params)
         else:
+            if store.legacy_codes:
+                legacy_seq_len_check(src, dst, params[0], params[6], params[7])
             ranges = _contiguous_ranges(src, src_batch, dst, params)
     return store, src, consume, ranges
 
@@ -280,6 +290,8 @@ def pull(
         if consume is not None and not src.registered:
             with store.lock:
                 store._drop_key(src, consume)
+                if store.legacy_codes:
+                    store.completed.add(consume)
 
     try:
         with _activity(world, node, key[0], "pull") as link_lock, link_lock:

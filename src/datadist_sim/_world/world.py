@@ -116,7 +116,7 @@ class SimWorld:
                     f"cluster_id {cluster_id} is already initialised in this world",
                 )
             node = ClusterNode(cluster_id, role, mode, settings)
-            store = NodeCaches(self.memory, mode, settings)
+            store = NodeCaches(self.memory, mode, settings, legacy_codes=self.config.legacy_codes)
             self._open_listeners(node, listen)
             self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
