@@ -96,10 +96,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _exec_fabric_env(args: argparse.Namespace) -> Dict[str, str]:
-    """HOOK (issue 9, cross-process fabric): environment variables that put every process the program
-    starts into one fabric, e.g. ``{"DATADIST_SIM_FABRIC": address}``. Empty: each Python process gets
-    its own in-process world."""
-    return {}
+    """Environment variables that put every process the program starts into one fabric (``--fabric``):
+    ``DATADIST_SIM_FABRIC``. Empty without ``--fabric``: each Python process gets its own world."""
+    if args.fabric is None:
+        return {}
+    from datadist_sim.fabric.service import exec_address
+
+    return {"DATADIST_SIM_FABRIC": exec_address(args.fabric, seed=args.seed, trace=args.trace)}
+
+
+def cmd_fabric(args: argparse.Namespace) -> int:
+    """Serve one simulated world to every process that joins it (cross-process mode)."""
+    from datadist_sim.fabric.service import run
+
+    return run(args)
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
@@ -117,7 +127,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         seed=args.seed,
         force=args.force,
         log_level=logging.DEBUG if args.verbose else None,
-        trace=args.trace,
+        trace=None if args.fabric is not None else args.trace,  # a fabric writes the one merged trace
         extra_env=_exec_fabric_env(args),
     )
 
@@ -160,15 +170,31 @@ def build_parser() -> argparse.ArgumentParser:
     exe = sub.add_parser(
         "exec",
         help="run an unmodified program with the fake installed as llm_datadist",
-        usage="datadist-sim exec [--seed N] [--trace PATH] [--force] -- PROGRAM [ARGS ...]",
+        usage="datadist-sim exec [--seed N] [--trace PATH] [--force] [--fabric [ADDRESS]] "
+        "-- PROGRAM [ARGS ...]",
     )
     exe.add_argument("--seed", type=int, help="seed of each Python process's default world")
     exe.add_argument(
         "--trace", metavar="PATH", help="write each process's trace as JSON lines ({pid} expands)"
     )
     exe.add_argument("--force", action="store_true", help="shadow a real llm_datadist if one is importable")
+    exe.add_argument(
+        "--fabric",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="cross-process mode: every process joins one world (DATADIST_SIM_FABRIC; default: the one "
+        "set, else this user's standing fabric, started on demand)",
+    )
     exe.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
     exe.set_defaults(func=cmd_exec)
+    fabric = sub.add_parser(
+        "fabric", help="serve one simulated world to several processes (cross-process mode)"
+    )
+    from datadist_sim.fabric.service import add_arguments as add_fabric_arguments
+
+    add_fabric_arguments(fabric)
+    fabric.set_defaults(func=cmd_fabric)
     bench = sub.add_parser(  # prefix "+": every argument, --help too, goes to the benchmarks
         "bench", help="the retry-policy and performance benchmarks", add_help=False, prefix_chars="+"
     )

@@ -132,3 +132,4 @@ def fabric(tmp_path: Path) -> Iterator[Fabric]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "crossproc: starts real OS processes sharing a fabric (a few seconds)")
+    config.addinivalue_line("markers", "slow: takes seconds (deselect with -m 'not slow')")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import IO, Optional, Sequence
 
-from datadist_sim.fabric.address import ENV_VAR, FabricAddress, from_env, new_address
+from datadist_sim.fabric.address import ENV_VAR, FabricAddress, default_address, from_env, new_address, parse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="PATH", help="stream the merged trace as JSON lines to PATH")
     parser.add_argument("--idle-exit", type=float, metavar="S", help="exit after S seconds with no process")
     parser.add_argument("--socket-dir", help="directory of a new socket (default: a fresh private one)")
+    parser.add_argument(
+        "--user", action="store_true", help="serve at this user's standing address (what exec --fabric joins)"
+    )
 
 
 def _option(args: argparse.Namespace, where: FabricAddress, name: str) -> Optional[str]:
@@ -30,7 +34,7 @@ def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
     from datadist_sim._world.world import SimWorld
     from datadist_sim.fabric.server import FabricServer
 
-    where = from_env()
+    where = default_address() if args.user else from_env()
     if where is None:
         where = new_address(args.socket_dir)
     seed = int(_option(args, where, "seed") or 0)
@@ -54,6 +58,26 @@ def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
         if sink is not None:
             sink.close()
     return 0
+
+
+def exec_address(choice: str, *, seed: Optional[int] = None, trace: Optional[str] = None) -> str:
+    """The ``DATADIST_SIM_FABRIC`` that ``datadist-sim exec --fabric [ADDRESS]`` gives its program.
+
+    ``auto``: the one already set, else this user's standing address, so two separately started
+    ``exec --fabric`` programs share one world. ``seed``/``trace`` apply if this start brings it up.
+    """
+    if choice != "auto":
+        return str(parse(choice))
+    current = from_env()
+    if current is not None:
+        return str(current)
+    where = default_address()
+    options = {}
+    if seed is not None:
+        options["seed"] = str(seed)
+    if trace is not None:
+        options["trace"] = os.path.abspath(trace)
+    return str(FabricAddress(where.path, where.token, options))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
