@@ -63,6 +63,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(2**32)
 
 
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    """A test marked with a scenario gets a world to load it into, even without asking for ``sim_world``."""
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if item.get_closest_marker("datadist_scenario") and names is not None and "sim_world" not in names:
+            names.append("sim_world")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     seed = config.stash[SEED]
     return f"datadist-sim: seed {seed} (rerun with --datadist-seed={seed})"
@@ -152,7 +160,7 @@ def _real_llm_datadist() -> ModuleType:
 
 def _load_scenario(world: SimWorld, marker: pytest.Mark, item: pytest.Item) -> None:
     if len(marker.args) != 1 or marker.kwargs:
-        raise pytest.UsageError(f"{item.nodeid}: datadist_scenario takes one name or path")
+        pytest.fail(f"{item.nodeid}: datadist_scenario takes one name or path", pytrace=False)
     if not hasattr(world.faults, "load"):
         pytest.skip("datadist_scenario needs scenario loading (world.faults.load), not in this build")
     name = str(marker.args[0])

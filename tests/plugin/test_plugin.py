@@ -174,6 +174,23 @@ def test_scenario_marker_loads_a_bundled_scenario(pytester: pytest.Pytester) -> 
 
 
 @pytest.mark.skipif(not HAS_SCENARIOS, reason="scenario loading (world.faults.load) has not landed")
+def test_scenario_marker_alone_brings_a_world_with_the_scenario(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import datadist_sim
+
+        @pytest.mark.datadist_scenario("flaky_link")
+        def test_flaky():
+            world = datadist_sim.current_world()
+            assert world is not datadist_sim.default_world()
+            assert [r.action for r in world.faults.rules] == ["timeout"]
+        """
+    )
+    pytester.runpytest(*STRICT).assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(not HAS_SCENARIOS, reason="scenario loading (world.faults.load) has not landed")
 def test_scenario_marker_takes_a_path_beside_the_test_file(pytester: pytest.Pytester) -> None:
     pytester.mkdir("scenarios")
     (pytester.path / "scenarios" / "mine.toml").write_text(
