@@ -466,13 +466,16 @@ def test_LLM_NO_FREE_BLOCK(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy "no free block" (§12 legacy): closest current condition, ``allocate_blocks_cache`` from a
     pool that cannot give even one page (here a full 1 MiB pool; ``Fault.exhaust_pool`` does the
     same). By default a pool that cannot hold the cache is ``LLM_OUT_OF_MEMORY`` (§9)."""
-    with fresh(legacy_codes=legacy):
+    with fresh(legacy_codes=legacy) as w:
         _, d = pair(v2=True, link=False, **{"llm.MemPoolConfig": pool(MIB)})
         cm = d.cache_manager
         full = cm.allocate_cache(CacheDesc(1, [1, MIB], DataType.DT_UINT8))
         blocks = CacheDesc(1, [4, 1024], DataType.DT_UINT8)
         assert code_of(lambda: cm.allocate_blocks_cache(blocks)) is expected
         cm.deallocate_cache(full)
+        rule = w.faults.add(Fault.exhaust_pool(D_ID))
+        assert code_of(lambda: cm.allocate_blocks_cache(blocks)) is expected
+        w.faults.remove(rule)
         cm.allocate_blocks_cache(blocks)
 
 
