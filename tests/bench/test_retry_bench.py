@@ -110,3 +110,20 @@ def test_plots_are_written_with_matplotlib(tmp_path: Path) -> None:
     paths = report.write_plots(Results(0, wl, cells, clients), tmp_path)
     assert [p.name for p in paths] == ["retry_timelines.png", "retry_clients.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+
+
+def test_bench_retry_takes_a_user_policy_from_a_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["retry", "--out", str(tmp_path), "--requests", "40", "--no-plots", "--clients", ""]
+    argv += [
+        "--policies",
+        "no-retry",
+        "--scenarios",
+        "none",
+        "--add-policy",
+        "mine=datadist_sim.retry:fixed_delay",
+    ]
+    assert main(argv) == 0
+    assert "| none | 0 | mine | 100.0% |" in capsys.readouterr().out
+    assert main([*argv[:-1], "mine=datadist_sim.retry"]) == 2

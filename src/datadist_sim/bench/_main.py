@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from datadist_sim.bench.workload import Workload
 
@@ -16,8 +18,20 @@ def _scenarios(text: str) -> List[Tuple[str, Tuple[float, ...]]]:
     out: List[Tuple[str, Tuple[float, ...]]] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, rates = item.partition(":")
-        out.append((name, tuple(float(r) for r in rates.split("/")) if rates else (1.0,)))
+        default = (0.0,) if name == "none" else (1.0,)
+        out.append((name, tuple(float(r) for r in rates.split("/")) if rates else default))
     return out
+
+
+def _plugin(spec: str) -> Tuple[str, Callable[[int], Any]]:
+    """``NAME=package.module:function`` -> (NAME, seed -> RetryPolicy)."""
+    name, sep, target = spec.partition("=")
+    module, colon, attr = target.partition(":")
+    if not (sep and colon and name and module and attr):
+        raise ValueError("expected NAME=MODULE:FACTORY")
+    factory = getattr(importlib.import_module(module), attr)
+    takes_seed = "seed" in inspect.signature(factory).parameters
+    return name, (lambda seed: factory(seed=seed)) if takes_seed else (lambda seed: factory())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--seed", type=int, default=0)
     retry.add_argument("--out", type=Path, default=Path("bench-results"), help="directory for JSON and PNGs")
     retry.add_argument("--policies", help="comma-separated subset of the built-in policies")
+    retry.add_argument(
+        "--add-policy",
+        action="append",
+        default=[],
+        metavar="NAME=MODULE:FACTORY",
+        help="your own policy: a function returning a RetryPolicy (given seed= if it takes one)",
+    )
     retry.add_argument(
         "--scenarios", type=_scenarios, help="e.g. 'none,flaky_link:0.5/1/2,uce' (rates after ':')"
     )
@@ -65,6 +86,13 @@ def _retry(args: argparse.Namespace) -> int:
             print(f"unknown policies {unknown}; built in: {', '.join(POLICIES)}")
             return 2
         policies = {p: POLICIES[p] for p in wanted}
+    for spec in args.add_policy:
+        try:
+            name, factory = _plugin(spec)
+        except (ValueError, ImportError, AttributeError) as exc:
+            print(f"--add-policy {spec!r}: {exc}")
+            return 2
+        policies = {**policies, name: factory}
     wl = Workload() if args.requests is None else replace(Workload(), requests=args.requests)
     clients = tuple(int(c) for c in args.clients.split(",") if c.strip())
     wall = time.perf_counter()

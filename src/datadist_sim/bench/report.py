@@ -10,6 +10,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from datadist_sim.bench.retry_bench import Cell, Results
 
+_STYLES = ("-", "--", "-.", ":", "-", "--", "-.", ":")
+"""Line styles by policy, so policies that coincide stay visible on top of each other."""
 PLOT_HINT = "matplotlib is not installed: no PNG plots (pip install 'datadist-sim[plot]')"
 
 
@@ -97,9 +99,10 @@ def _timelines(plt: Any, cells: Sequence[Cell], path: Path) -> Path:
     for ax, (title, group) in zip(axes.flat, groups.items()):
         for a, b in group[0].metrics.windows:
             ax.axvspan(a, b, color="red", alpha=0.12, lw=0)
-        for c in group:
+        for i, c in enumerate(group):
             xs, ys = zip(*c.timeline) if c.timeline else ((), ())
-            ax.plot(xs, ys, label=c.metrics.policy, lw=1)
+            style = _STYLES[i % len(_STYLES)]
+            ax.plot(xs, ys, style, label=c.metrics.policy, lw=1.2 if i % 2 else 2.2, alpha=0.85)
         ax.set_title(title, fontsize=9)
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel("simulated s (arrival)", fontsize=8)
