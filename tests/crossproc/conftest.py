@@ -86,13 +86,13 @@ class Program:
 class Fabric:
     """A fabric process for one test and a way to start programs in its world."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *server_args: str) -> None:
         self.address = new_address(str(directory))
         self.env = dict(os.environ)
         self.env[ENV_VAR] = str(self.address)
         self.env["PYTHONUNBUFFERED"] = "1"
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "datadist_sim.fabric"],
+            [sys.executable, "-m", "datadist_sim.fabric", *server_args],
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import Fabric
@@ -18,6 +20,10 @@ def test_v1_flow_between_two_processes_moves_the_bytes(fabric: Fabric) -> None:
     assert decode.expect("bytes_match") == "True"
     assert decode.expect("second_pull") == "LLM_KV_CACHE_NOT_EXIST"  # a pulled key is consumed
     assert decode.expect("unlink") == "LLM_SUCCESS"
+    events = json.loads(decode.expect("trace"))
+    # one trace for the world: both processes' calls, in simulated-time order
+    assert [t for t, _, _ in events] == sorted(t for t, _, _ in events)
+    assert {(cluster, op) for _, cluster, op in events} >= {(1, "allocate_cache"), (2, "pull_cache")}
     decode.expect("done")
     assert decode.finish() == 0
     prompt.tell()

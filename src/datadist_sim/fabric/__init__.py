@@ -21,6 +21,7 @@ __all__ = [
     "parse",
     "status",
     "tensor_views",
+    "trace_events",
     "trace_lines",
 ]
 
@@ -57,3 +58,15 @@ def status() -> Dict[str, Any]:
     if client is None:
         raise RuntimeError(f"{ENV_VAR} is not set: this process belongs to no fabric")
     return dict(client.function("status"))
+
+
+def trace_events() -> List[Dict[str, Any]]:
+    """The fabric's merged trace as dicts (``TraceEvent.to_json`` of each), oldest first."""
+    import json
+
+    from datadist_sim.fabric.client import current_client
+
+    client = current_client()
+    if client is None:
+        raise RuntimeError(f"{ENV_VAR} is not set: this process belongs to no fabric")
+    return [json.loads(line) for line in client.function("trace_events")]

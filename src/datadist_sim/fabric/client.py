@@ -107,11 +107,13 @@ class FabricClient:
             return self.channel.request(kind, *payload, timeout=self.call_timeout)
         except ChannelClosed as exc:
             raise LLMException(
-                f"the datadist-sim fabric is gone ({exc})", status_code=LLMStatusCode.LLM_FAILED
+                f"the datadist-sim fabric is gone ({exc}), error code is LLM_FAILED",
+                status_code=LLMStatusCode.LLM_FAILED,
             ) from None
         except ChannelTimeout as exc:
             raise LLMException(
-                f"the datadist-sim fabric did not answer ({exc})", status_code=LLMStatusCode.LLM_TIMEOUT
+                f"the datadist-sim fabric did not answer ({exc}), error code is LLM_TIMEOUT",
+                status_code=LLMStatusCode.LLM_TIMEOUT,
             ) from None
 
     def function(self, name: str, *args: Any, **kwargs: Any) -> Any:

@@ -420,6 +420,8 @@ class FabricServer:
             return tensor_views(*args, world=self.world, **kwargs)
         if name == "trace_lines":
             return self.world.trace.lines(*args, **kwargs)
+        if name == "trace_events":
+            return [event.to_json() for event in self.world.trace]
         if name == "now":
             return self.world.now()
         if name == "status":

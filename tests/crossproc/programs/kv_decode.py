@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from _common import DECODE_ID, DECODE_IP, PORT, PROMPT_ID, PROMPT_IP, pattern, say
 from llm_datadist import (  # type: ignore[import-not-found]
@@ -41,4 +43,5 @@ ret, rets = dd.unlink_clusters([cluster], 5000)
 say("unlink", ret.name)
 kv.deallocate_cache(cache)
 dd.finalize()
+say("trace", json.dumps([(e["time"], e["cluster_id"], e["op"]) for e in datadist_sim.fabric.trace_events()]))
 say("done")

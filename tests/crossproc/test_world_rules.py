@@ -1,0 +1,65 @@
+"""What holds for the fabric as a whole: a scenario applies to every process, only token holders join,
+and a fabric that dies leaves its clients with an error, not a hang."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from datadist_sim.fabric.channel import ChannelClosed, offer_token
+
+from .conftest import Fabric
+
+pytestmark = pytest.mark.crossproc
+
+SCENARIO = """
+name = "busy_first_pull"
+[[rules]]
+action = "fail"
+code = "LLM_LINK_BUSY"
+op = "pull_cache"
+first = 1
+"""
+
+
+def test_a_scenario_loaded_into_the_fabric_applies_to_other_processes(tmp_path: Path) -> None:
+    scenario = tmp_path / "busy.toml"
+    scenario.write_text(SCENARIO)
+    fabric = Fabric(tmp_path, "--scenario", str(scenario))
+    try:
+        prompt = fabric.start("kv_prompt.py")
+        prompt.expect("ready")
+        decode = fabric.start("scenario_decode.py")
+        assert decode.expect("first") == "LLM_LINK_BUSY"
+        assert decode.expect("second") == "LLM_SUCCESS"
+        decode.expect("done")
+        assert decode.finish() == 0
+        prompt.tell()
+        assert prompt.finish() == 0
+    finally:
+        fabric.close()
+
+
+def test_a_process_without_the_token_is_turned_away(fabric: Fabric) -> None:
+    for offered in ("0" * 32, fabric.address.token[:-1] + "x"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(fabric.address.path)
+        with sock, pytest.raises(ChannelClosed):
+            offer_token(sock, offered)
+
+
+def test_the_socket_is_private_to_its_user(fabric: Fabric) -> None:
+    assert Path(fabric.address.path).stat().st_mode & 0o077 == 0
+    assert Path(fabric.address.path).parent.stat().st_mode & 0o077 == 0
+
+
+def test_a_client_whose_fabric_dies_gets_llm_failed_instead_of_hanging(fabric: Fabric) -> None:
+    prompt = fabric.start("kv_prompt.py")
+    prompt.expect("ready")
+    fabric.server.kill()
+    fabric.server.wait(timeout=60)
+    prompt.tell()  # deallocate_cache now has no fabric to go to
+    assert prompt.finish() != 0
+    assert any("LLM_FAILED" in line and "fabric is gone" in line for line in prompt.lines)
