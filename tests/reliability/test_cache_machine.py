@@ -29,6 +29,7 @@ from tests.reliability._common import STATS, machine_settings
 
 from datadist_sim._current import activate
 from datadist_sim._world.address_space import tensor_views
+from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
@@ -54,6 +55,26 @@ ROW = 2048
 NUM_TENSORS = 2
 PAD = 2**64 - 1
 OOM_MAYBE = "success or LLM_OUT_OF_MEMORY"
+STALE_END = frozenset({None, S.LLM_TIMEOUT, S.LLM_NOT_YET_LINK, S.LLM_LINK_FAILED})
+"""A pull over an end whose peer finalized and came back: today it succeeds (the end is not marked);
+the fix (see test_findings.py) makes it fail. The model takes either, and checks the bytes either way."""
+FAULT_OPS = (
+    "allocate_cache",
+    "allocate_blocks_cache",
+    "register_cache",
+    "unregister_cache",
+    "deallocate_cache",
+    "deallocate_blocks_cache",
+    "remove_cache_key",
+    "pull_cache",
+    "pull_blocks",
+    "copy_cache",
+    "copy_blocks",
+    "swap_blocks",
+    "switch_role",
+)
+INJECTED = (S.LLM_LINK_BUSY, S.LLM_FAILED, S.LLM_DEVICE_MEM_ERROR, S.LLM_OUT_OF_MEMORY)
+"""Codes a fail rule injects (none of STALE_END's, so the two stay apart)."""
 PAIRS = st.one_of(
     st.sampled_from([(d, p) for d in DECODERS for p in PROMPTS]),
     st.tuples(st.sampled_from(CLUSTERS), st.sampled_from(CLUSTERS)),
@@ -145,6 +166,8 @@ class CacheMachine(RuleBasedStateMachine):
         self.broken: Set[Tuple[int, int]] = set()
         self.slow: Set[Tuple[int, int]] = set()
         self.hung: Dict[int, Any] = {}
+        self.stale: Set[Tuple[int, int]] = set()
+        self.pending: Dict[Tuple[str, int], LLMStatusCode] = {}
         for cid in CLUSTERS:
             self._init(cid)
         for d in DECODERS:
@@ -178,7 +201,10 @@ class CacheMachine(RuleBasedStateMachine):
             result, code = fn(), None
         except LLMException as exc:
             result, code = None, exc.status_code
-        ok = {None, S.LLM_OUT_OF_MEMORY} if allowed == OOM_MAYBE else {allowed}
+        if isinstance(allowed, frozenset):
+            ok: Any = allowed
+        else:
+            ok = {None, S.LLM_OUT_OF_MEMORY} if allowed == OOM_MAYBE else {allowed}
         assert code in ok, f"got {code}, model allows {allowed}"
         STATS[f"{op} -> {code.name if code is not None else 'LLM_SUCCESS'}"] += 1
         return code, result
@@ -210,6 +236,11 @@ class CacheMachine(RuleBasedStateMachine):
         chosen = [h for h in handles if h.is_blocks_cache == blocks]
         return data.draw(st.sampled_from(chosen)) if chosen else None
 
+    def _door(self, op: str, cid: int, allowed: Any) -> Any:
+        """A pending injected failure of ``op`` on ``cid`` fires here (after the face's checks), once."""
+        code = self.pending.pop((op, cid), None)
+        return allowed if code is None else code
+
     def _link_ok(self, d: int, p: int) -> bool:
         return (d, p) in self.ends and p in self.nodes and (d, p) not in self.broken
 
@@ -224,7 +255,9 @@ class CacheMachine(RuleBasedStateMachine):
         if node is None:
             return
         node.dd.finalize()
+        self.stale |= {(a, b) for a, b in self.ends if b == cid}
         self.ends = {(a, b) for a, b in self.ends if a != cid}
+        self.stale = {(a, b) for a, b in self.stale if a != cid}
         self.broken = {(a, b) for a, b in self.broken if a != cid}
 
     @precondition(lambda self: len(self.nodes) < len(CLUSTERS))
@@ -242,7 +275,7 @@ class CacheMachine(RuleBasedStateMachine):
         holds_link = any(a == cid for a, _ in self.ends)
         self._call(
             "switch_role",
-            S.LLM_EXIST_LINK if holds_link else None,
+            self._door("switch_role", cid, S.LLM_EXIST_LINK if holds_link else None),
             lambda: node.dd.switch_role(role, options),
         )
 
@@ -263,6 +296,7 @@ class CacheMachine(RuleBasedStateMachine):
             expected = S.LLM_SUCCESS
             self.ends |= {(d, p), (p, d)}
             self.broken -= {(d, p), (p, d)}
+            self.stale -= {(d, p), (p, d)}
         assert (ret, rets) == (expected, [expected])
 
     @rule(d=st.sampled_from(DECODERS), p=st.sampled_from(PROMPTS), force=st.booleans())
@@ -274,12 +308,14 @@ class CacheMachine(RuleBasedStateMachine):
             expected = S.LLM_SUCCESS
             self.ends.discard((d, p))
             self.broken.discard((d, p))
+            self.stale.discard((d, p))
         elif p not in self.nodes or p in self.hung:
             expected = S.LLM_UNLINK_FAILED
         else:
             expected = S.LLM_SUCCESS
             self.ends -= {(d, p), (p, d)}
             self.broken -= {(d, p), (p, d)}
+            self.stale -= {(d, p), (p, d)}
         assert (ret, rets) == (expected, [expected])
 
     # -- faults ------------------------------------------------------------------------------------
@@ -301,6 +337,16 @@ class CacheMachine(RuleBasedStateMachine):
         self.world.set_link_bandwidth(d, p, 100.0 if slow else ROCE_BYTES_PER_S)
         (self.slow.add if slow else self.slow.discard)((min(d, p), max(d, p)))
         STATS["faults injected"] += slow
+
+    @rule(cid=st.sampled_from(CLUSTERS), op=st.sampled_from(FAULT_OPS), code=st.sampled_from(INJECTED))
+    def inject_failure(self, cid: int, op: str, code: LLMStatusCode) -> None:
+        """A fault-plan rule: the next ``op`` by ``cid`` to get past its argument checks fails with
+        ``code`` and changes nothing."""
+        if (op, cid) in self.pending:
+            return
+        self.world.faults.add(Fault.fail(code, op=op, cluster=cid, first=1))
+        self.pending[(op, cid)] = code
+        STATS["faults injected"] += 1
 
     @rule(p=st.sampled_from(PROMPTS))
     def hang_or_heal(self, p: int) -> None:
@@ -356,7 +402,9 @@ class CacheMachine(RuleBasedStateMachine):
         else:
             allowed = self._alloc_allowed(node, batch, host)
         code, handle = self._call(
-            "allocate_cache", allowed, lambda: node.dd.cache_manager.allocate_cache(desc, keys)
+            "allocate_cache",
+            self._door("allocate_cache", cid, allowed),
+            lambda: node.dd.cache_manager.allocate_cache(desc, keys),
         )
         if code is None:
             self._add(node, handle, batch, host, bound)
@@ -380,7 +428,9 @@ class CacheMachine(RuleBasedStateMachine):
         if allowed is None:
             allowed = self._alloc_allowed(node, blocks, host)
         code, handle = self._call(
-            "allocate_blocks_cache", allowed, lambda: node.dd.cache_manager.allocate_blocks_cache(desc, key)
+            "allocate_blocks_cache",
+            self._door("allocate_blocks_cache", cid, allowed),
+            lambda: node.dd.cache_manager.allocate_blocks_cache(desc, key),
         )
         if code is None:
             self._add(node, handle, blocks, host, bound)
@@ -398,7 +448,9 @@ class CacheMachine(RuleBasedStateMachine):
         allowed = S.LLM_PARAM_INVALID if any(ek in node.keys for ek, _ in bound) else None
         addrs = [int(b.ctypes.data) for b in buffers]
         code, handle = self._call(
-            "register_cache", allowed, lambda: node.dd.cache_manager.register_cache(desc, addrs, keys)
+            "register_cache",
+            self._door("register_cache", cid, allowed),
+            lambda: node.dd.cache_manager.register_cache(desc, addrs, keys),
         )
         if code is None:
             mc = MCache(handle, addrs, batch, False, False, [], registered=buffers)
@@ -416,8 +468,12 @@ class CacheMachine(RuleBasedStateMachine):
             return
         handle = data.draw(st.sampled_from(node.handles))
         mc = node.caches.get(handle.cache_id)
-        self._call("unregister_cache", None, lambda: node.dd.cache_manager.unregister_cache(handle.cache_id))
-        if mc is not None and mc.registered is not None:
+        code, _ = self._call(
+            "unregister_cache",
+            self._door("unregister_cache", cid, None),
+            lambda: node.dd.cache_manager.unregister_cache(handle.cache_id),
+        )
+        if code is None and mc is not None and mc.registered is not None:
             self._free(node, mc)
 
     @rule(cid=st.sampled_from(CLUSTERS), data=st.data())
@@ -427,10 +483,10 @@ class CacheMachine(RuleBasedStateMachine):
             return
         handle = data.draw(st.sampled_from(node.handles))
         cm = node.dd.cache_manager
-        call = cm.deallocate_blocks_cache if handle.is_blocks_cache else cm.deallocate_cache
+        op = "deallocate_blocks_cache" if handle.is_blocks_cache else "deallocate_cache"
         mc = node.caches.get(handle.cache_id)
-        self._call("deallocate", None, lambda: call(handle))
-        if mc is None or mc.registered is not None or mc.released:
+        code, _ = self._call(op, self._door(op, cid, None), lambda: getattr(cm, op)(handle))
+        if code is not None or mc is None or mc.registered is not None or mc.released:
             return
         if mc.blocks or not mc.keys:
             self._free(node, mc)
@@ -442,11 +498,13 @@ class CacheMachine(RuleBasedStateMachine):
         node = self.nodes.get(cid)
         if node is None:
             return
-        self._call(
-            "remove_cache_key", None, lambda: node.dd.cache_manager.remove_cache_key(CacheKey(cid, req))
+        code, _ = self._call(
+            "remove_cache_key",
+            self._door("remove_cache_key", cid, None),
+            lambda: node.dd.cache_manager.remove_cache_key(CacheKey(cid, req)),
         )
         ek = ("req", req, 0)
-        if ek in node.keys and node.caches[node.keys[ek][0]].registered is None:
+        if code is None and ek in node.keys and node.caches[node.keys[ek][0]].registered is None:
             self._drop_key(node, ek)
 
     # -- transfers ---------------------------------------------------------------------------------
@@ -460,6 +518,24 @@ class CacheMachine(RuleBasedStateMachine):
         if not self._link_ok(d, p):
             return S.LLM_NOT_YET_LINK
         return None
+
+    def _transfer(self, op: str, d: int, p: int, allowed: Any, fn: Callable[[], Any]) -> Outcome:
+        """Run a pull whose plan checks gave ``allowed``; past them come injected failures, a stale end
+        (either outcome, the link flag read back) and the slow-link timeout, in the engine's order."""
+        injected = self.pending.get((op, d))
+        if allowed is None and (d, p) in self.stale:
+            code, _ = self._call(op, STALE_END | {injected}, fn)
+            if code is not None and code is injected:
+                self.pending.pop((op, d))
+            if self.world.node(d).peers[p].broken:  # type: ignore[union-attr]
+                self.broken.add((d, p))
+            return code
+        if allowed is None:
+            allowed = self._door(op, d, None)
+        if allowed is None:
+            allowed = self._after_transfer(d, p)
+        code, _ = self._call(op, allowed, fn)
+        return code
 
     def _after_transfer(self, d: int, p: int) -> Optional[LLMStatusCode]:
         if (min(d, p), max(d, p)) in self.slow:
@@ -508,10 +584,8 @@ class CacheMachine(RuleBasedStateMachine):
             allowed = S.LLM_KV_CACHE_NOT_EXIST
         elif allowed is None and ((src is not None and src.blocks) or batch_index >= dst.batch):  # type: ignore[union-attr]
             allowed = S.LLM_PARAM_INVALID
-        elif allowed is None:
-            allowed = self._after_transfer(d, p)
-        code, _ = self._call(
-            "pull_cache", allowed, lambda: node.dd.cache_manager.pull_cache(key, handle, batch_index)
+        code = self._transfer(
+            "pull_cache", d, p, allowed, lambda: node.dd.cache_manager.pull_cache(key, handle, batch_index)
         )
         if code is None:
             assert dst is not None
@@ -550,11 +624,11 @@ class CacheMachine(RuleBasedStateMachine):
             allowed = S.LLM_KV_CACHE_NOT_EXIST
         elif allowed is None and not all(s < src.batch and t < dst.batch for s, t in pairs):  # type: ignore[union-attr]
             allowed = S.LLM_PARAM_INVALID
-        elif allowed is None:
-            allowed = self._after_transfer(d, p)
         src_blocks, dst_blocks = [s for s, _ in pairs], [t for _, t in pairs]
-        code, _ = self._call(
+        code = self._transfer(
             "pull_blocks",
+            d,
+            p,
             allowed,
             lambda: node.dd.cache_manager.pull_blocks(
                 BlocksCacheKey(p, model), handle, src_blocks, dst_blocks
@@ -589,7 +663,11 @@ class CacheMachine(RuleBasedStateMachine):
         else:
             allowed = None
         cm = node.dd.cache_manager
-        code, _ = self._call("copy_cache", allowed, lambda: cm.copy_cache(dst_h, src_h, dst_batch, src_batch))
+        code, _ = self._call(
+            "copy_cache",
+            self._door("copy_cache", cid, allowed),
+            lambda: cm.copy_cache(dst_h, src_h, dst_batch, src_batch),
+        )
         if code is None:
             assert dst is not None
             assert src is not None
@@ -619,7 +697,11 @@ class CacheMachine(RuleBasedStateMachine):
             allowed = S.LLM_PARAM_INVALID
         else:
             allowed = None
-        code, _ = self._call("copy_blocks", allowed, lambda: node.dd.cache_manager.copy_blocks(handle, info))
+        code, _ = self._call(
+            "copy_blocks",
+            self._door("copy_blocks", cid, allowed),
+            lambda: node.dd.cache_manager.copy_blocks(handle, info),
+        )
         if code is None:
             assert mc is not None
             for t in range(NUM_TENSORS):
@@ -643,7 +725,7 @@ class CacheMachine(RuleBasedStateMachine):
         if src.host == dst.host or not all(s < src.batch and t < dst.batch for s, t in mapping.items()):
             with_code = S.LLM_PARAM_INVALID
         else:
-            with_code = None
+            with_code = self._door("swap_blocks", cid, None)
         code, _ = self._call(
             "swap_blocks",
             with_code,
