@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from datadist_sim._current import current_world
 from datadist_sim._world import links
@@ -272,18 +272,20 @@ class LLMDataDist:
         check_isinstance("role", role, LLMRole)
         if not self._enable_cache_mgr:
             raise_if_false(self._role != role, f"role not changed, role = {role.name}")
+        role_name = _ROLE_NAMES[role]  # the real _role_to_str, before switch_options is looked at
         check_isinstance("switch_options", switch_options, dict)
         options = dict(switch_options) if switch_options is not None else {}
         if not self._enable_cache_mgr and role == LLMRole.PROMPT:
+            # The real check tests switch_options itself (None is a TypeError) and says "was" (sic).
             raise_if_false(
-                "llm.listenIpInfo" in options,
-                'Failed to switch to Prompt, option "llm.listenIpInfo" must be specified',
+                "llm.listenIpInfo" in cast(Dict[str, str], switch_options),
+                'Failed to switch to Prompt, option "llm.listenIpInfo" was specified',
             )
         listen: Optional[List[Endpoint]] = None
         if "llm.listenIpInfo" in options and (self._enable_cache_mgr or role == LLMRole.PROMPT):
             listen = [parse_listen_ip_info(options["llm.listenIpInfo"])]
         with _engine_call("[switch_role]", f"Failed to switch role, role = {role}, options = {options}"):
-            self._world.switch_role(node, _ROLE_NAMES[role], listen)
+            self._world.switch_role(node, role_name, listen)
         if self._kv_cache_manager is not None:
             self._kv_cache_manager._switch_role(role)
         self._role = role
