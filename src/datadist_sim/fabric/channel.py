@@ -18,7 +18,7 @@ import itertools
 import socket
 import struct
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 _HEADER = struct.Struct("!Q")
 _MAX_FRAME = 1 << 40
@@ -127,8 +127,9 @@ class _Slot:
 class Channel:
     """Requests and replies over one connected socket.
 
-    ``handler(kind, payload)`` answers the other end's requests; with ``spawn`` each runs on its own
-    thread (calls that may block), otherwise on the reader thread (quick memory operations).
+    ``handler(kind, payload)`` answers the other end's requests; with ``spawn`` (or for a kind in
+    ``spawn_kinds``) each runs on its own thread (calls that may block), otherwise on the reader thread
+    (quick memory operations).
     ``dumps``/``loads`` are the picklers of this end (they translate object handles).
     """
 
@@ -141,6 +142,7 @@ class Channel:
         loads: Callable[[bytes], Any],
         spawn: bool,
         name: str,
+        spawn_kinds: FrozenSet[str] = frozenset(),
         on_close: Optional[Callable[[], None]] = None,
     ) -> None:
         self._sock = sock
@@ -148,6 +150,7 @@ class Channel:
         self._dumps = dumps
         self._loads = loads
         self._spawn = spawn
+        self._spawn_kinds = spawn_kinds
         self._on_close = on_close
         self._send_lock = threading.Lock()
         self._slots: Dict[int, _Slot] = {}
@@ -219,7 +222,7 @@ class Channel:
                         slot.event.set()
                 else:
                     _, rid, kind, payload = message
-                    if self._spawn:
+                    if self._spawn or kind in self._spawn_kinds:
                         threading.Thread(
                             target=self._answer, args=(rid, kind, payload), name=f"call-{kind}", daemon=True
                         ).start()

@@ -92,8 +92,16 @@ class FabricClient:
         self.call_timeout = where.option_float("call_timeout", CALL_TIMEOUT_S)
         self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._proxy_lock = threading.Lock()
+        self._callbacks: Dict[int, Any] = {}
+        self.pid = os.getpid()
         self.channel = Channel(
-            sock, self._serve, dumps=self._dumps, loads=self._loads, spawn=False, name="fabric-client"
+            sock,
+            self._serve,
+            dumps=self._dumps,
+            loads=self._loads,
+            spawn=False,
+            name="fabric-client",
+            spawn_kinds=frozenset({"callback"}),  # user code may block; memory requests never do
         )
         self.channel.start()
         self.info = self.channel.request("hello", os.getpid(), timeout=CONNECT_TIMEOUT_S)
@@ -128,9 +136,14 @@ class FabricClient:
         buffer = io.BytesIO()
         pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
 
+        from datadist_sim.llm_datadist.v2._transfer import LayerSynchronizer
+
         def persistent_id(obj: Any) -> Any:
             if isinstance(obj, RemoteObject):
                 return ("ref", object.__getattribute__(obj, "_handle"))
+            if isinstance(obj, LayerSynchronizer):  # user code: it runs here, called from the fabric
+                self._callbacks[id(obj)] = obj
+                return ("callback", id(obj))
             return None
 
         pickler.persistent_id = persistent_id  # type: ignore[method-assign]
@@ -170,6 +183,9 @@ class FabricClient:
     def _serve(self, kind: str, payload: Tuple[Any, ...]) -> Any:
         if before_serving is not None:
             before_serving(kind)
+        if kind == "callback":
+            target, method, args = payload
+            return getattr(self._callbacks[target], method)(*args)
         (items,) = payload
         if kind == "mem_read":
             return [bytes(_own(address, nbytes, writable=False)) for address, nbytes in items]
@@ -222,8 +238,8 @@ def current_client() -> Optional[FabricClient]:
     """This process's fabric connection, made on first use when ``DATADIST_SIM_FABRIC`` is set."""
     global _client
     with _client_lock:
-        if _client is not None and not _client.channel.closed.is_set():
-            return _client
+        if _client is not None and _client.pid == os.getpid() and not _client.channel.closed.is_set():
+            return _client  # a forked child must not share its parent's connection: it makes its own
         where = fabric_address.from_env()
         if where is None:
             return None

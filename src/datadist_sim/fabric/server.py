@@ -39,6 +39,9 @@ _log = logging.getLogger("datadist_sim.fabric")
 MEMORY_TIMEOUT_S = 30.0
 """Longest wait for a client to read or write its own memory; past it the transfer times out."""
 
+CALLBACK_TIMEOUT_S = 600.0
+"""Longest wait for a client's ``synchronize_layer`` given no timeout of its own."""
+
 _context = threading.local()
 
 
@@ -112,6 +115,8 @@ class Session:
             if pid[0] == "ref":
                 with self._lock:
                     return self._objects[pid[1]]
+            if pid[0] == "callback":
+                return _remote_synchronizer(self, pid[1])
             raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
 
         unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
@@ -132,6 +137,24 @@ class Session:
 
     def _closed(self) -> None:
         self.server.session_lost(self)
+
+
+def _remote_synchronizer(session: Session, target: int) -> Any:
+    """A ``LayerSynchronizer`` whose ``synchronize_layer`` runs in the client process that passed it."""
+    from datadist_sim.llm_datadist.v2._transfer import LayerSynchronizer
+
+    class RemoteSynchronizer(LayerSynchronizer):
+        def synchronize_layer(self, layer_index: int, timeout_in_millis: Optional[int]) -> bool:
+            wait = CALLBACK_TIMEOUT_S if timeout_in_millis is None else timeout_in_millis / 1000 + 5.0
+            try:
+                args = (layer_index, timeout_in_millis)
+                return bool(
+                    session.channel.request("callback", target, "synchronize_layer", args, timeout=wait)
+                )
+            except (ChannelClosed, ChannelTimeout):
+                return False  # its process died or never answered: the layer fails
+
+    return RemoteSynchronizer()
 
 
 class RawRouter:
