@@ -7,11 +7,16 @@ import threading
 from typing import List, Tuple
 
 import pytest
+import pytest_asyncio.plugin
 
 from datadist_sim import RealClock, SimConfig, SimWorld, aio
 from datadist_sim.llm_datadist import LLMClusterInfo, LLMDataDist, LLMRole, LLMStatusCode
 
 pytest_plugins = ["pytester"]
+LOOP_FACTORY_HOOK = hasattr(
+    getattr(pytest_asyncio.plugin, "PytestAsyncioSpecs", None), "pytest_asyncio_loop_factories"
+)
+"""pytest-asyncio 1.4 added the loop-factory hook; before it, the ``event_loop_policy`` fixture is the way."""
 
 PROMPT, DECODE = 1, 2
 
@@ -161,14 +166,23 @@ def test_wrap_passes_plain_attributes_through() -> None:
 
 def test_pytest_asyncio_runs_a_test_on_the_sim_worlds_virtual_clock(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n")
-    pytester.makeconftest(
-        """
-        from datadist_sim.aio import VirtualTimeEventLoop
+    if LOOP_FACTORY_HOOK:
+        conftest = """
+            from datadist_sim.aio import VirtualTimeEventLoop
 
-        def pytest_asyncio_loop_factories(config, item):
-            return {"virtual": VirtualTimeEventLoop}
-        """
-    )
+            def pytest_asyncio_loop_factories(config, item):
+                return {"virtual": VirtualTimeEventLoop}
+            """
+    else:
+        conftest = """
+            import pytest
+            from datadist_sim import aio
+
+            @pytest.fixture(scope="session")
+            def event_loop_policy():
+                return aio.event_loop_policy()
+            """
+    pytester.makeconftest(conftest)
     pytester.makepyfile(
         """
         import asyncio
@@ -184,5 +198,7 @@ def test_pytest_asyncio_runs_a_test_on_the_sim_worlds_virtual_clock(pytester: py
             assert sim_world.now() == 30.0
         """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "error")
+    # before 1.4, pytest-asyncio leaves a loop behind for the process that ran it: keep that out of ours
+    run = pytester.runpytest if LOOP_FACTORY_HOOK else pytester.runpytest_subprocess
+    result = run("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "error")
     result.assert_outcomes(passed=1)
