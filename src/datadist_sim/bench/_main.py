@@ -53,9 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument(
         "--scenarios", type=_scenarios, help="e.g. 'none,flaky_link:0.5/1/2,uce' (rates after ':')"
     )
-    retry.add_argument("--requests", type=int, help="requests per run (default 600)")
+    retry.add_argument("--requests", type=int, help="requests per run (default 500)")
     retry.add_argument(
-        "--clients", default="2,4,8,16", help="Decode client counts for the work sweep ('' = skip)"
+        "--clients", default="1,2,4,8", help="Decode client counts for the work sweep ('' = skip)"
     )
     retry.add_argument("--no-plots", action="store_true")
     perf = sub.add_parser("perf", help="control-plane, data-plane and scaling figures vs baselines")

@@ -8,11 +8,10 @@ so what is measured is bookkeeping, not memcpy.
 from __future__ import annotations
 
 import gc
-import time
 import tracemalloc
 from typing import Any, Callable, List, Sequence, Tuple
 
-from datadist_sim.bench.perf_setup import Figure, Pair, best_of
+from datadist_sim.bench.perf_setup import CLOCK, Figure, Pair, best_of
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, CacheKeyByIdAndIndex, DataType
 
 KEYS_PER_CACHE = 100
@@ -69,31 +68,48 @@ def _keyed(pair: Pair, count: int, first_req: int = 0) -> List[CacheKey]:
     return keys
 
 
-def pull_cost_vs_live_keys(live: int, pulls: int = 1000) -> float:
-    """Pulls by ``CacheKey`` (each consumes its key) while ``live`` other keys wait."""
+def pull_cost_vs_live_keys(live: int, pulls: int = 300, repeat: int = 3) -> float:
+    """Pulls by ``CacheKey`` (each consumes its key) while ``live`` other keys wait; best of ``repeat``."""
     with Pair(backed=False, pool_bytes=1 << 34) as pair:
         _keyed(pair, live)
-        pulled = _keyed(pair, pulls, first_req=live)
         dst = pair.decode_cm.allocate_cache(TINY)
-        start = time.perf_counter()
-        for key in pulled:
-            pair.decode_cm.pull_cache(key, dst, 0)
-        return (time.perf_counter() - start) / pulls
+        best = float("inf")
+        for i in range(repeat):
+            pulled = _keyed(pair, pulls, first_req=live + i * pulls)
+            start = CLOCK()
+            for key in pulled:
+                pair.decode_cm.pull_cache(key, dst, 0)
+            best = min(best, (CLOCK() - start) / pulls)
+        return best
 
 
-def request_cost(requests: int) -> float:
-    """Whole requests: allocate a keyed cache, allocate the destination, pull by key, free both."""
+def _request(pair: Pair, r: int) -> None:
+    """One whole request: a keyed Prompt cache, the Decode destination, the pull by key, both freed."""
+    prompt, decode = pair.prompt_cm, pair.decode_cm
+    key = CacheKey(pair.prompt_id, req_id=r)
+    src = prompt.allocate_cache(TINY, [key])
+    dst = decode.allocate_cache(TINY)
+    decode.pull_cache(key, dst, 0)
+    decode.deallocate_cache(dst)
+    prompt.deallocate_cache(src)
+
+
+def request_costs(marks: Sequence[int], chunk: int = 500) -> List[Tuple[int, float]]:
+    """Cost per request after ``n`` requests of history, for each ``n`` in ``marks``: one long run timed
+    in chunks, each mark reporting the best of the chunks just before it (noise is one-sided)."""
+    out: List[Tuple[int, float]] = []
     with Pair(backed=False) as pair:
-        prompt, decode = pair.prompt_cm, pair.decode_cm
-        start = time.perf_counter()
-        for r in range(requests):
-            key = CacheKey(pair.prompt_id, req_id=r)
-            src = prompt.allocate_cache(TINY, [key])
-            dst = decode.allocate_cache(TINY)
-            decode.pull_cache(key, dst, 0)
-            decode.deallocate_cache(dst)
-            prompt.deallocate_cache(src)
-        return (time.perf_counter() - start) / requests
+        done, chunks = 0, []
+        for mark in sorted(marks):
+            while done < mark:
+                size = min(chunk, mark - done)
+                start = CLOCK()
+                for r in range(done, done + size):
+                    _request(pair, r)
+                chunks.append((CLOCK() - start) / size)
+                done += size
+            out.append((mark, min(chunks[-3:])))
+    return out
 
 
 def _traced(action: Callable[[], Any]) -> Tuple[int, Any]:
@@ -121,14 +137,8 @@ def memory_after_requests(requests: int) -> float:
     with Pair(backed=False) as pair:
 
         def run() -> None:
-            prompt, decode = pair.prompt_cm, pair.decode_cm
             for r in range(requests):
-                key = CacheKey(pair.prompt_id, req_id=r)
-                src = prompt.allocate_cache(TINY, [key])
-                dst = decode.allocate_cache(TINY)
-                decode.pull_cache(key, dst, 0)
-                decode.deallocate_cache(dst)
-                prompt.deallocate_cache(src)
+                _request(pair, r)
 
         grown, _ = _traced(run)
         return float(grown)
@@ -140,7 +150,8 @@ def scaling(quick: bool) -> List[Figure]:
     requests = (10, 1000, 10_000) if quick else (10, 1000, 10_000, 100_000)
     rows = _sweep("scale", "links", links, pull_cost_vs_links, "flat")
     rows += _sweep("scale", "live keys", keys, pull_cost_vs_live_keys, "flat")
-    rows += _sweep("scale", "requests", requests, request_cost, "flat")
+    costs = dict(request_costs(requests))
+    rows += _sweep("scale", "requests done", requests, lambda n: costs[n], "flat")
     for row in rows[-len(requests) :]:
         row.unit = "µs/request"
     per_key = [(n, memory_per_live_key(n)) for n in keys[1:]]

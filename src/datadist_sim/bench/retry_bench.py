@@ -105,7 +105,7 @@ def run_matrix(
 def clients_sweep(
     wl: Workload,
     policies: Dict[str, PolicyFactory],
-    clients: Sequence[int] = (2, 4, 8, 16),
+    clients: Sequence[int] = (1, 2, 4, 8),
     scenario: str = "flaky_link",
     per_client_rate: float = 2.5,
 ) -> List[Dict[str, object]]:
@@ -138,7 +138,7 @@ def run(
     wl: Workload | None = None,
     policies: Dict[str, PolicyFactory] | None = None,
     scenarios: Sequence[Tuple[str, Sequence[float]]] = SCENARIOS,
-    clients: Sequence[int] = (2, 4, 8, 16),
+    clients: Sequence[int] = (1, 2, 4, 8),
 ) -> Results:
     wl = replace(wl or Workload(), seed=seed)
     policies = policies or POLICIES

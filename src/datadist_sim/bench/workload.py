@@ -38,7 +38,7 @@ class Workload:
     """``v1``: KvCacheManager mode; ``v2``: CacheManager mode (as a scenario's ``workload.mode`` says)."""
     prompts: int = 2
     decodes: int = 4
-    requests: int = 600
+    requests: int = 500
     rate_per_s: float = 10.0
     """Mean arrivals per simulated second (Poisson), over all Decodes."""
     cache_kib: Tuple[int, ...] = (256, 1024, 4096)
