@@ -33,7 +33,7 @@ from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout, accept_token
-from datadist_sim.fabric.shm import Range, SharedAddressSpace
+from datadist_sim.fabric.shm import Range, SharedAddressSpace, reclaim_stale
 
 _log = logging.getLogger("datadist_sim.fabric")
 MEMORY_TIMEOUT_S = 30.0
@@ -232,6 +232,7 @@ class FabricServer:
         self.address = address
         self.world = world
         self.raw = RawRouter(self.died_mid_transfer)
+        reclaim_stale()
         self.space = SharedAddressSpace(self.raw, backed=world.memory.backed)
         world.memory = self.space
         self.by_handle = _by_handle_types()

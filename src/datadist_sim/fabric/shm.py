@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import mmap
 import os
+import re
 import tempfile
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
@@ -158,6 +159,38 @@ class SharedAddressSpace(AddressSpace):
                     f"uncorrectable memory error at {max(low, address):#x} "
                     f"(poisoned range [{low:#x}, {high:#x}))",
                 )
+
+
+_FABRIC_FILE = re.compile(r"^datadist-sim-(\d+)-\d+$")
+
+
+def reclaim_stale(directory: Optional[str] = None) -> int:
+    """Unlink backing files of fabrics that died without cleaning up (killed); returns how many.
+
+    Only files named as a fabric names them, owned by this user, whose fabric process is gone.
+    """
+    folder = directory if directory is not None else shm_directory()
+    removed = 0
+    for name in os.listdir(folder):
+        match = _FABRIC_FILE.match(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        path = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_uid == os.getuid():
+                os.unlink(path)
+                removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _unlink(path: str) -> None:

@@ -1,0 +1,246 @@
+"""The fabric's parts in one process: the address format, the message channel, shared-memory backing
+and copies through a raw-memory owner (no child processes, so these run in milliseconds)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+import pytest
+
+from datadist_sim._status import LLMException, LLMStatusCode
+from datadist_sim._world.errors import SimError
+from datadist_sim.fabric import address
+from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.shm import SharedAddressSpace, open_view
+
+TOKEN = "0123456789abcdef0123"
+
+
+# -- the address ------------------------------------------------------------------------------------
+
+
+def test_an_address_round_trips_with_its_options() -> None:
+    text = f"unix:/run/x/fabric.sock?token={TOKEN}&seed=3&scenario=flaky_link"
+    where = address.parse(text)
+    assert (where.path, where.token, where.options) == (
+        "/run/x/fabric.sock",
+        TOKEN,
+        {"seed": "3", "scenario": "flaky_link"},
+    )
+    assert address.parse(str(where)) == where
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"tcp://10.0.0.1:9000?token={TOKEN}",  # only Unix sockets: nothing off this machine
+        f"unix:relative.sock?token={TOKEN}",
+        "unix:/run/x/fabric.sock?token=short",
+        "unix:/run/x/fabric.sock",
+    ],
+)
+def test_anything_but_a_unix_socket_with_a_token_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="DATADIST_SIM_FABRIC"):
+        address.parse(text)
+
+
+def test_the_standing_address_is_private_and_stable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    first, second = address.default_address(), address.default_address()
+    assert first == second
+    folder = Path(first.path).parent
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "token").stat().st_mode) == 0o600
+
+
+# -- the channel ------------------------------------------------------------------------------------
+
+
+class _Pair:
+    """Two channels over a socketpair; the right one answers with ``answer``."""
+
+    def __init__(self, answer: Any) -> None:
+        import pickle
+
+        a, b = socket.socketpair()
+        self.left = Channel(a, _refuse, dumps=pickle.dumps, loads=pickle.loads, spawn=False, name="left")
+        self.right = Channel(b, answer, dumps=pickle.dumps, loads=pickle.loads, spawn=True, name="right")
+        self.left.start()
+        self.right.start()
+
+    def close(self) -> None:
+        self.left.close()
+        self.right.close()
+
+
+def _refuse(kind: str, payload: Tuple[Any, ...]) -> Any:
+    raise AssertionError(f"unexpected request {kind}")
+
+
+@pytest.fixture
+def pair() -> Any:
+    made: List[_Pair] = []
+
+    def make(answer: Any) -> _Pair:
+        made.append(_Pair(answer))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def test_a_request_gets_its_reply_even_a_large_one(pair: Any) -> None:
+    channel = pair(lambda kind, payload: (kind, payload[0] * 2)).left
+    assert channel.request("double", 21, timeout=10) == ("double", 42)
+    big = b"x" * (3 << 20)
+    assert channel.request("echo", big, timeout=10) == ("echo", big + big)
+
+
+def test_the_other_ends_exception_arrives_as_the_same_type_with_its_code(pair: Any) -> None:
+    def answer(kind: str, payload: Tuple[Any, ...]) -> Any:
+        if kind == "llm":
+            raise LLMException("pull failed", status_code=LLMStatusCode.LLM_TIMEOUT)
+        if kind == "sim":
+            raise SimError(LLMStatusCode.LLM_PARAM_INVALID, "bad address")
+        raise TypeError("cache should be Cache")
+
+    channel = pair(answer).left
+    with pytest.raises(LLMException, match="pull failed") as exc:
+        channel.request("llm", timeout=10)
+    assert exc.value.status_code is LLMStatusCode.LLM_TIMEOUT
+    with pytest.raises(SimError) as sim:
+        channel.request("sim", timeout=10)
+    assert sim.value.code is LLMStatusCode.LLM_PARAM_INVALID
+    with pytest.raises(TypeError, match="should be Cache"):
+        channel.request("type", timeout=10)
+
+
+def test_a_reply_that_never_comes_times_out(pair: Any) -> None:
+    release = threading.Event()
+    channel = pair(lambda kind, payload: release.wait(10)).left
+    try:
+        with pytest.raises(ChannelTimeout):
+            channel.request("stuck", timeout=0.05)
+    finally:
+        release.set()
+
+
+def test_a_closed_connection_wakes_every_waiter(pair: Any) -> None:
+    release = threading.Event()
+    both = pair(lambda kind, payload: release.wait(10))
+    errors: List[BaseException] = []
+
+    def wait() -> None:
+        try:
+            both.left.request("stuck", timeout=30)
+        except BaseException as exc:
+            errors.append(exc)
+
+    waiters = [threading.Thread(target=wait) for _ in range(3)]
+    for waiter in waiters:
+        waiter.start()
+    both.right.close()  # the peer process is gone
+    for waiter in waiters:
+        waiter.join(10)
+    release.set()
+    assert len(errors) == 3
+    assert all(isinstance(error, ChannelClosed) for error in errors)
+    with pytest.raises(ChannelClosed):
+        both.left.request("after", timeout=1)
+
+
+# -- shared memory and raw memory owned by another process ------------------------------------------
+
+
+class _Owner:
+    """Stands for the process owning raw memory: its bytes live in a dict of arrays."""
+
+    def __init__(self) -> None:
+        self.memory: Dict[int, np.ndarray] = {}
+        self.requests: List[str] = []
+
+    def _find(self, address: int, nbytes: int) -> np.ndarray:
+        for start, array in self.memory.items():
+            if start <= address and address + nbytes <= start + array.nbytes:
+                return array[address - start : address - start + nbytes]
+        raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"{address:#x} is not mine")
+
+    def read(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
+        self.requests.append("read")
+        return [self._find(a, n).tobytes() for a, n in ranges]
+
+    def check_writable(self, ranges: Sequence[Tuple[int, int]]) -> None:
+        self.requests.append("check")
+        for a, n in ranges:
+            self._find(a, n)
+
+    def write(self, chunks: Sequence[Tuple[int, bytes]]) -> None:
+        self.requests.append("write")
+        for a, data in chunks:
+            self._find(a, len(data))[...] = np.frombuffer(data, dtype=np.uint8)
+
+
+def _space(owner: _Owner) -> SharedAddressSpace:
+    return SharedAddressSpace(owner, prefix=f"datadist-sim-test-{os.getpid()}-{id(owner)}")
+
+
+def test_allocations_are_shared_files_that_another_mapping_sees_and_free_removes() -> None:
+    space = _space(_Owner())
+    pool = space.create_pool(1 << 20, oom_code=LLMStatusCode.LLM_OUT_OF_MEMORY)
+    addr = pool.allocate(4096)
+    view = space.view(addr, 4096)
+    ref = space.locate(view[16:32])
+    assert ref is not None
+    path = ref[0]
+    assert ref[1:] == (16, (16,), "|u1", (1,))
+    other = open_view(ref)  # what a client process maps
+    other[...] = 7
+    assert view[16:32].tolist() == [7] * 16
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    pool.free(addr)
+    assert not os.path.exists(path)
+    assert space.segment_count == 0
+    assert space.locate(np.zeros(4)) is None
+
+
+def test_copies_to_and_from_raw_memory_go_through_its_owner_all_or_nothing() -> None:
+    owner = _Owner()
+    raw_src = np.arange(64, dtype=np.uint8)
+    raw_dst = np.zeros(64, dtype=np.uint8)
+    owner.memory = {0x7000_0000: raw_src, 0x7100_0000: raw_dst}
+    space = _space(owner)
+    pool = space.create_pool(1 << 20, oom_code=LLMStatusCode.LLM_OUT_OF_MEMORY)
+    sim = pool.allocate(64)
+    space.copy_ranges([(sim, 0x7000_0000, 64)])  # raw -> simulated (a pull from a registered cache)
+    assert space.view(sim, 64).tolist() == list(range(64))
+    space.copy_ranges([(0x7100_0000 + 8, sim, 8)])  # simulated -> raw (a pull into a registered cache)
+    assert raw_dst[8:16].tolist() == list(range(8))
+    before = raw_dst.copy()
+    with pytest.raises(SimError) as exc:  # the second destination is not the owner's: nothing moves
+        space.copy_ranges([(0x7100_0000, sim, 8), (0x7200_0000, sim, 8)])
+    assert exc.value.code is LLMStatusCode.LLM_PARAM_INVALID
+    assert np.array_equal(raw_dst, before)
+    space.poison(0x7000_0000, 4)
+    with pytest.raises(SimError) as poisoned:
+        space.copy_ranges([(sim, 0x7000_0000, 8)])
+    assert poisoned.value.code is LLMStatusCode.LLM_DEVICE_MEM_ERROR
+    space.release_all()
+
+
+def test_files_left_by_a_killed_fabric_are_reclaimed(tmp_path: Path) -> None:
+    from datadist_sim.fabric.shm import reclaim_stale
+
+    dead = tmp_path / "datadist-sim-999999999-3"  # no such process
+    live = tmp_path / f"datadist-sim-{os.getpid()}-3"
+    other = tmp_path / "datadist-sim-notes"
+    for path in (dead, live, other):
+        path.write_bytes(b"x")
+    assert reclaim_stale(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
