@@ -19,6 +19,7 @@ from tests.data.conftest import D_ID, MIB, P_ID, make, pair, pool, v1_options
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, decoder, info, prompt
 
 from datadist_sim import Fault, SimWorld
+from datadist_sim._world import caches
 from datadist_sim.llm_datadist import (
     CacheDesc,
     CacheKey,
@@ -445,6 +446,23 @@ def test_LLM_REQUEST_ALREADY_COMPLETED(legacy: bool, expected: LLMStatusCode) ->
         dm.pull_cache(CacheKey(P_ID, 1), dst)
 
 
+def test_LLM_REQUEST_ALREADY_COMPLETED_is_remembered_for_the_last_requests_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Prompt remembers a bounded number of consumed request keys (``COMPLETED_KEPT``), so a long
+    legacy run does not grow without end; an older one reads as never bound."""
+    monkeypatch.setattr(caches, "COMPLETED_KEPT", 1)
+    with fresh(legacy_codes=True):
+        p, d = pair(v2=True)
+        p.cache_manager.allocate_cache(desc(batch=2), [CacheKey(P_ID, 1), CacheKey(P_ID, 2)])
+        dst = d.cache_manager.allocate_cache(desc(batch=1))
+        d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+        d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst)
+        second = code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst))
+        first = code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst))
+        assert (first, second) == (S.LLM_KV_CACHE_NOT_EXIST, S.LLM_REQUEST_ALREADY_COMPLETED)
+
+
 @pytest.mark.parametrize(
     ("legacy", "expected"), [(True, S.LLM_SEQ_LENOVERLIMIT), (False, S.LLM_PARAM_INVALID)]
 )
@@ -493,6 +511,30 @@ def test_LLM_BLOCKS_OUT_OF_MEMORY(legacy: bool, expected: LLMStatusCode) -> None
         assert code_of(lambda: cm.allocate_blocks_cache(too_many)) is expected
         too_big = CacheDesc(1, [1, 2 * MIB], DataType.DT_UINT8)
         assert code_of(lambda: cm.allocate_cache(too_big)) is S.LLM_OUT_OF_MEMORY
+
+
+def test_legacy_codes_in_KvCacheManager_mode() -> None:
+    """The legacy conditions hold in v1 (KvCacheManager) mode too, where model mode came from: prefix
+    bound twice, prefix not loaded, request already pulled, sequence over the slice, blocks beyond the
+    pool, and a call after finalize."""
+    with fresh(legacy_codes=True):
+        p, d = pair(v2=False)
+        pm, dm = p.kv_cache_manager, d.kv_cache_manager
+        prefix = CacheKey(P_ID, NO_REQ, prefix_id=3)
+        assert code_of(lambda: dm.pull_cache(prefix, dm.allocate_cache(desc(batch=1)))) is (
+            S.LLM_PREFIX_NOT_EXIST
+        )
+        pm.allocate_cache(desc(batch=2), [prefix, CacheKey(P_ID, 1)])
+        assert code_of(lambda: pm.allocate_cache(desc(batch=1), [prefix])) is S.LLM_PREFIX_ALREADY_EXIST
+        dst = dm.allocate_cache(desc(batch=1))
+        dm.pull_cache(CacheKey(P_ID, 1), dst)
+        assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_REQUEST_ALREADY_COMPLETED
+        short = dm.allocate_cache(desc(batch=1, seq=4))
+        assert code_of(lambda: dm.pull_cache(prefix, short)) is S.LLM_SEQ_LENOVERLIMIT
+        too_many = CacheDesc(1, [1024, 64 * 1024], DataType.DT_UINT8)  # 64 MiB > 64 MiB x 0.95
+        assert code_of(lambda: dm.allocate_blocks_cache(too_many)) is S.LLM_BLOCKS_OUT_OF_MEMORY
+        d.finalize()
+        assert code_of(lambda: dm.allocate_cache(desc())) is S.LLM_ENGINE_FINALIZED
 
 
 # -- the matrix is complete ----------------------------------------------------------------------

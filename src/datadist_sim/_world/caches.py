@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 INVALID_ID = 2**64 - 1
 V1_DEFAULT_POOL_BYTES = 1 << 30
 V1_DEFAULT_MEM_UTILIZATION = 0.95
+COMPLETED_KEPT = 65536
+"""Consumed request keys a store remembers under ``legacy_codes`` (older ones read as never bound)."""
 
 PackedKey = Tuple[int, int, int, int, int, int, bool]
 EngineKey = Tuple[str, int, int]
@@ -101,8 +103,8 @@ class NodeCaches:
         self.space = space
         self.mode = mode
         self.legacy_codes = legacy_codes
-        self.completed: Set[EngineKey] = set()
-        """Request keys consumed by a pull (kept only with ``legacy_codes``)."""
+        self.completed: Dict[EngineKey, None] = {}
+        """Request keys consumed by a pull, oldest first (kept only with ``legacy_codes``)."""
         self.lock = threading.RLock()
         self.oom_code = (
             LLMStatusCode.LLM_OUT_OF_MEMORY
@@ -173,7 +175,7 @@ class NodeCaches:
             self.key_table[ek] = (entry.cache_id, index)
             entry.keys.add(ek)
             if self.legacy_codes:
-                self.completed.discard(ek)
+                self.completed.pop(ek, None)
         self.caches[entry.cache_id] = entry
         self._next_id += 1
         return entry
@@ -323,6 +325,12 @@ class NodeCaches:
             raise SimError(self._missing_code(ek), f"remote cache key {ek} does not exist")
         entry = self.caches[found[0]]
         return entry, found[1], ek if ek[0] == "req" and not is_blocks else None
+
+    def note_completed(self, ek: EngineKey) -> None:
+        """A pull consumed request key ``ek``; the last ``COMPLETED_KEPT`` such keys are remembered."""
+        self.completed[ek] = None
+        if len(self.completed) > COMPLETED_KEPT:
+            del self.completed[next(iter(self.completed))]
 
     def _missing_code(self, ek: EngineKey) -> LLMStatusCode:
         if self._legacy_prefix(ek):

@@ -291,7 +291,7 @@ def pull(
             with store.lock:
                 store._drop_key(src, consume)
                 if store.legacy_codes:
-                    store.completed.add(consume)
+                    store.note_completed(consume)
 
     try:
         with _activity(world, node, key[0], "pull") as link_lock, link_lock:
