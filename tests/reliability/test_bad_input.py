@@ -32,6 +32,7 @@ from datadist_sim.llm_datadist.v2.llm_types import (
     CacheDesc,
     CacheKey,
     CacheKeyByIdAndIndex,
+    KvCache,
     MemInfo,
     Memtype,
     Placement,
@@ -63,7 +64,7 @@ class Env:
     world: SimWorld
     p: LLMDataDist
     d: LLMDataDist
-    caches: Dict[str, Cache]
+    caches: Dict[str, Any]
     buffers: List[np.ndarray]
 
     def bytes_(self) -> List[bytes]:
@@ -71,18 +72,36 @@ class Env:
 
         out = []
         for cache in self.caches.values():
-            if cache.tensor_addrs and self.world.memory.allocation_containing(cache.tensor_addrs[0]):
+            addrs = _addrs(cache)
+            if addrs and self.world.memory.allocation_containing(addrs[0]):
                 shape = (cache.cache_desc.size,)
-                out += [
-                    v.tobytes() for v in tensor_views(self.world.memory, cache.tensor_addrs, shape, np.uint8)
-                ]
+                out += [v.tobytes() for v in tensor_views(self.world.memory, addrs, shape, np.uint8)]
         return out
 
     def state(self) -> Tuple[Any, ...]:
         return snapshot(self.world), self.bytes_()
 
 
-def _env() -> Env:
+def _addrs(cache: Any) -> List[int]:
+    if isinstance(cache, Cache):
+        return list(cache.tensor_addrs)
+    return list(cache.per_device_tensor_addrs[0]) if cache.per_device_tensor_addrs else []
+
+
+def _fill(world: SimWorld, caches: Dict[str, Any]) -> None:
+    from datadist_sim._world.address_space import tensor_views
+
+    rng = np.random.default_rng(0)
+    for cache in caches.values():
+        addrs = _addrs(cache)
+        if addrs and world.memory.allocation_containing(addrs[0]):
+            for v in tensor_views(world.memory, addrs, (cache.cache_desc.size,), np.uint8):
+                v[...] = rng.integers(0, 256, v.shape, dtype=np.uint8)
+
+
+def _env(v1: bool = False) -> Env:
+    if v1:
+        return _env_v1()
     world = SimWorld(seed=2, config=SimConfig(v2_cluster_limit=True))
     pool = json.dumps({"memory_size": 1 << 20, "page_shift": 12})
     opts = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1", "llm.MemPoolConfig": pool}
@@ -108,14 +127,38 @@ def _env() -> Env:
     stale_blocks = dcm.allocate_blocks_cache(_desc(4))
     dcm.deallocate_blocks_cache(stale_blocks)
     caches.update(stale=stale, stale_blocks=stale_blocks)
-    rng = np.random.default_rng(0)
-    from datadist_sim._world.address_space import tensor_views
-
-    for cache in caches.values():
-        if cache.tensor_addrs:
-            for v in tensor_views(world.memory, cache.tensor_addrs, (cache.cache_desc.size,), np.uint8):
-                v[...] = rng.integers(0, 256, v.shape, dtype=np.uint8)
+    _fill(world, caches)
     return Env(world, p, d, caches, [np.zeros(8192, np.uint8) for _ in range(2)])
+
+
+def _env_v1() -> Env:
+    """The same in KvCacheManager mode: a Prompt (keys, blocks key) and a linked Decoder."""
+    world = SimWorld(seed=2)
+    opts = {"ge.exec.deviceId": "0", "ge.flowGraphMemMaxSize": str(1 << 20)}
+    with activate(world):
+        p = LLMDataDist(LLMRole.PROMPT, P_ID)
+        p.init({**opts, "llm.listenIpInfo": f"192.168.1.1:{26000 + P_ID}"})
+        d = LLMDataDist(LLMRole.DECODER, D_ID)
+        d.init(opts)
+    assert d.link_clusters([_info(P_ID)])[0] is S.LLM_SUCCESS
+    pkm, dkm = p.kv_cache_manager, d.kv_cache_manager
+    buffers = [np.zeros(8192, np.uint8) for _ in range(2)]
+    caches = {
+        "src": pkm.allocate_cache(_desc(2), [CacheKey(P_ID, 1), CacheKey(P_ID, 2)]),
+        "bsrc": pkm.allocate_blocks_cache(_desc(4), BlocksCacheKey(P_ID, 0)),
+        "dst": dkm.allocate_cache(_desc(2)),
+        "dst2": dkm.allocate_cache(_desc(2)),
+        "wide": dkm.allocate_cache(_desc(2, num_tensors=4)),
+        "bdst": dkm.allocate_blocks_cache(_desc(4)),
+        "host": KvCache.create_cpu_cache(
+            _desc(4, placement=Placement.HOST), [int(b.ctypes.data) for b in buffers]
+        ),
+    }
+    stale = dkm.allocate_cache(_desc(2))
+    dkm.deallocate_cache(stale)
+    caches["stale"] = stale
+    _fill(world, caches)
+    return Env(world, p, d, caches, buffers)
 
 
 @pytest.fixture
@@ -180,6 +223,7 @@ class Method:
     good: Callable[[Env], Dict[str, Any]]
     kinds: Dict[str, str]
     aliases: Optional[Dict[str, str]] = None
+    v1: bool = False
     """The name a message uses for an argument where the real check names it differently."""
 
     def named(self, exc: BaseException, arg: str) -> bool:
@@ -192,6 +236,14 @@ def _dcm(e: Env) -> Any:
 
 def _dd(e: Env) -> Any:
     return e.d
+
+
+def _dkm(e: Env) -> Any:
+    return e.d.kv_cache_manager
+
+
+def _pkm(e: Env) -> Any:
+    return e.p.kv_cache_manager
 
 
 METHODS = [
@@ -342,6 +394,115 @@ METHODS = [
     Method("query_register_mem_status", _dd, lambda e: {"comm_id": 5}, {"comm_id": "uint64"}),
 ]
 
+METHODS_V1 = [
+    Method(
+        "allocate_cache",
+        _dkm,
+        lambda e: {"cache_desc": _desc(2), "cache_keys": []},
+        {"cache_desc": "obj", "cache_keys": "list[CacheKey]"},
+        v1=True,
+    ),
+    Method(
+        "allocate_blocks_cache",
+        _dkm,
+        lambda e: {"cache_desc": _desc(2), "blocks_cache_key": None},
+        {"cache_desc": "obj", "blocks_cache_key": "obj"},
+        v1=True,
+    ),
+    Method("deallocate_cache", _dkm, lambda e: {"cache": e.caches["dst"]}, {"cache": "obj"}, v1=True),
+    Method(
+        "remove_cache_key", _pkm, lambda e: {"cache_key": CacheKey(P_ID, 9)}, {"cache_key": "obj"}, v1=True
+    ),
+    Method(
+        "pull_cache",
+        _dkm,
+        lambda e: {"cache_key": CacheKey(P_ID, 1), "kv_cache": e.caches["dst"], "batch_index": 0, "size": -1},
+        {"cache_key": "obj", "kv_cache": "obj", "batch_index": "uint32", "size": "int64"},
+        v1=True,
+    ),
+    Method(
+        "pull_blocks",
+        _dkm,
+        lambda e: {
+            "prompt_cache_key": BlocksCacheKey(P_ID, 0),
+            "decoder_kv_cache": e.caches["bdst"],
+            "prompt_blocks": [0],
+            "decoder_blocks": [1],
+            "tensor_num_per_layer": 2,
+        },
+        {
+            "prompt_cache_key": "obj",
+            "decoder_kv_cache": "obj",
+            "prompt_blocks": "list[int]",
+            "decoder_blocks": "list[int]",
+            "tensor_num_per_layer": "uint32",
+        },
+        v1=True,
+    ),
+    Method(
+        "copy_cache",
+        _dkm,
+        lambda e: {
+            "dst": e.caches["dst"],
+            "src": e.caches["dst2"],
+            "dst_batch_index": 0,
+            "src_batch_index": 1,
+        },
+        {"dst": "obj", "src": "obj", "dst_batch_index": "uint32", "src_batch_index": "uint32"},
+        v1=True,
+    ),
+    Method(
+        "copy_blocks",
+        _dkm,
+        lambda e: {"cache": e.caches["bdst"], "copy_block_info": {0: [1]}},
+        {"cache": "obj", "copy_block_info": "dict"},
+        v1=True,
+    ),
+    Method(
+        "swap_blocks",
+        _dkm,
+        lambda e: {"src": e.caches["host"], "dst": e.caches["bdst"], "src_to_dst": {0: 1}},
+        {"src": "obj", "dst": "obj", "src_to_dst": "dict"},
+        v1=True,
+    ),
+    Method(
+        "get_cache_tensors",
+        _dkm,
+        lambda e: {"cache": e.caches["dst"], "tensor_index": 0},
+        {"cache": "obj", "tensor_index": "int32"},
+        v1=True,
+    ),
+    Method(
+        "check_link_status",
+        _dd,
+        lambda e: {"remote_cluster_id": P_ID},
+        {"remote_cluster_id": "uint64"},
+        v1=True,
+    ),
+    Method(
+        "link_clusters",
+        _dd,
+        lambda e: {"clusters": [_info(P_ID)], "timeout": 1000},
+        {"clusters": "list[LLMClusterInfo]", "timeout": "int32"},
+        v1=True,
+    ),
+    Method(
+        "unlink_clusters",
+        _dd,
+        lambda e: {"clusters": [_info(P_ID)], "timeout": 1000, "force": False},
+        {"clusters": "list[LLMClusterInfo]", "timeout": "int32", "force": "bool"},
+        v1=True,
+    ),
+    Method(
+        "switch_role",
+        _dd,
+        lambda e: {"role": LLMRole.PROMPT, "switch_options": {"llm.listenIpInfo": "192.168.2.1:26009"}},
+        {"role": "obj", "switch_options": "dict"},
+        v1=True,
+    ),
+]
+ALL_METHODS = METHODS + METHODS_V1
+
 _A, _T = AttributeError, TypeError
 NONE_LEAKS: Dict[Tuple[str, str], Type[BaseException]] = {
     ("allocate_cache", "cache_desc"): _A,
@@ -372,6 +533,31 @@ NONE_LEAKS: Dict[Tuple[str, str], Type[BaseException]] = {
     ("link", "cluster_rank_info"): _A,
     ("link", "rank_table"): _T,
 }
+NONE_LEAKS_V1: Dict[Tuple[str, str], Type[BaseException]] = {
+    ("allocate_cache", "cache_desc"): _A,
+    ("allocate_cache", "cache_keys"): _T,
+    ("allocate_blocks_cache", "cache_desc"): _A,
+    ("deallocate_cache", "cache"): _A,
+    ("remove_cache_key", "cache_key"): _A,
+    ("pull_cache", "cache_key"): _A,
+    ("pull_cache", "kv_cache"): _A,
+    ("pull_blocks", "prompt_cache_key"): _A,
+    ("pull_blocks", "decoder_kv_cache"): _A,
+    ("pull_blocks", "prompt_blocks"): _T,
+    ("pull_blocks", "decoder_blocks"): _T,
+    ("copy_cache", "dst"): _A,
+    ("copy_cache", "src"): _A,
+    ("copy_blocks", "cache"): _A,
+    ("copy_blocks", "copy_block_info"): _A,
+    ("swap_blocks", "src"): _A,
+    ("swap_blocks", "dst"): _A,
+    ("swap_blocks", "src_to_dst"): _A,
+    ("get_cache_tensors", "cache"): _A,
+    ("link_clusters", "clusters"): _T,
+    ("unlink_clusters", "clusters"): _T,
+    ("switch_role", "role"): _A,  # the real v1 formats f"... {role.name}" before the check runs
+    ("switch_role", "switch_options"): _T,  # the real v1 tests 'llm.listenIpInfo' in switch_options
+}
 """Where ``None`` passes the real type check and the real code then fails on it without naming it."""
 
 
@@ -388,7 +574,7 @@ _GOOD = object()
 
 def _call_fresh(method: Method, arg: str, value: Any) -> Tuple[Optional[BaseException], bool]:
     """Call on a fresh pair with ``arg=value`` (the good value for ``_GOOD``); did the world change?"""
-    fresh = _env()
+    fresh = _env(method.v1)
     with activate(fresh.world):
         before = fresh.state()
         kwargs = method.good(fresh)
@@ -405,8 +591,20 @@ def _names(exc: BaseException, arg: str) -> bool:
     return arg in text or arg.replace("_", " ") in text
 
 
-@pytest.mark.parametrize("method", METHODS, ids=lambda m: m.name)
-def test_wrong_types_and_out_of_range_values(env: Env, method: Method) -> None:
+def _id(method: Method) -> str:
+    return f"{'v1' if method.v1 else 'v2'}-{method.name}"
+
+
+@pytest.mark.parametrize("method", ALL_METHODS, ids=_id)
+def test_wrong_types_and_out_of_range_values(method: Method) -> None:
+    env = _env(method.v1)
+    with activate(env.world):
+        _wrong_types(env, method)
+    finalize_all(env.world)
+    assert env.world.memory.backed_bytes == 0
+
+
+def _wrong_types(env: Env, method: Method) -> None:
     problems: List[str] = []
     before = env.state()
     for arg, kind in method.kinds.items():
@@ -425,7 +623,7 @@ def test_wrong_types_and_out_of_range_values(env: Env, method: Method) -> None:
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("method", METHODS, ids=lambda m: m.name)
+@pytest.mark.parametrize("method", ALL_METHODS, ids=_id)
 def test_none_for_each_argument(method: Method) -> None:
     """``None`` is rejected with a ``TypeError`` naming the argument, accepted where the argument is
     optional, or (``NONE_LEAKS``) fails as the real code does; the world never changes."""
@@ -443,8 +641,9 @@ def test_none_for_each_argument(method: Method) -> None:
             continue  # an optional argument: None is a valid value, and the call did what a good call does
         if changed:
             problems.append(f"{where}: the world changed")
-        if (method.name, arg) in NONE_LEAKS:
-            want = NONE_LEAKS[(method.name, arg)]
+        leaks = NONE_LEAKS_V1 if method.v1 else NONE_LEAKS
+        if (method.name, arg) in leaks:
+            want = leaks[(method.name, arg)]
             if type(exc) is not want:
                 problems.append(f"{where}: {type(exc).__name__}: {exc} (want the real {want.__name__})")
         elif not (isinstance(exc, (TypeError, LLMException)) and method.named(exc, arg)):
