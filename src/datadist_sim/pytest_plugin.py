@@ -5,7 +5,8 @@ Fixtures: ``sim_world`` (a ``SimWorld`` on the virtual clock, seeded from ``--da
 for the test), ``llm_datadist`` (the fake installed as ``llm_datadist`` for the test; yields the module),
 ``sim_time`` (``time.sleep``/``time.monotonic`` on the world's clock), ``datadist_backend`` (each test
 twice: ``sim``, and ``real`` where a real ``llm_datadist`` imports, skipped elsewhere).
-Marker: ``@pytest.mark.datadist_scenario("flaky_link")`` or a TOML path (relative to the test file).
+Markers: ``@pytest.mark.datadist_scenario("flaky_link")`` or a TOML path (relative to the test file);
+``@pytest.mark.datadist_config(link_busy="serialize")`` for ``SimConfig`` fields.
 Helpers: ``assert_llm_error(code)`` and ``assert_traced(world, op=..., outcome=...)``.
 """
 
@@ -27,7 +28,7 @@ from datadist_sim._install import installed, is_installed
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.clock import VirtualClock
 from datadist_sim._world.trace import TraceEvent
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.timepatch import patch_time
 
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
@@ -56,6 +57,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
+        "datadist_config(**fields): SimConfig fields for the test's sim_world, e.g. link_busy='serialize'",
+    )
+    config.addinivalue_line(
+        "markers",
         "datadist_scenario(name_or_path): load a bundled fault scenario, or a TOML file (relative to "
         "the test file), into the test's sim_world",
     )
@@ -82,7 +87,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture
 def sim_world(request: pytest.FixtureRequest) -> Iterator[SimWorld]:
     """A fresh ``SimWorld`` on the virtual clock, active for the test; finalized instances after."""
-    world = SimWorld(seed=request.config.stash[SEED])
+    world = SimWorld(seed=request.config.stash[SEED], config=_config(request.node))
     request.node.stash[WORLD] = world
     marker = request.node.get_closest_marker("datadist_scenario")
     with world.activate():
@@ -156,6 +161,16 @@ def _real_llm_datadist() -> ModuleType:
         return importlib.import_module("llm_datadist")
     except ImportError as exc:
         pytest.skip(f"the real llm_datadist does not import here: {exc}")
+
+
+def _config(item: pytest.Item) -> SimConfig:
+    marker = item.get_closest_marker("datadist_config")
+    if marker is None:
+        return SimConfig()
+    try:
+        return SimConfig(*marker.args, **marker.kwargs)
+    except TypeError as exc:
+        pytest.fail(f"{item.nodeid}: datadist_config: {exc}", pytrace=False)
 
 
 def _load_scenario(world: SimWorld, marker: pytest.Mark, item: pytest.Item) -> None:

@@ -151,7 +151,32 @@ def test_instances_are_finalized_after_the_test(pytester: pytest.Pytester) -> No
 
 def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*STRICT, "--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.datadist_scenario(name_or_path):*"])
+    result.stdout.fnmatch_lines(
+        ["@pytest.mark.datadist_config(**fields):*", "@pytest.mark.datadist_scenario(name_or_path):*"]
+    )
+
+
+def test_config_marker_sets_the_worlds_simconfig(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.datadist_config(link_busy="serialize", v2_cluster_limit=True)
+        def test_configured(sim_world):
+            assert sim_world.config.link_busy == "serialize"
+            assert sim_world.config.v2_cluster_limit is True
+
+        def test_default(sim_world):
+            assert sim_world.config.link_busy == "reject"
+
+        @pytest.mark.datadist_config(no_such_field=1)
+        def test_misspelt(sim_world):
+            pass
+        """
+    )
+    result = pytester.runpytest(*STRICT)
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*datadist_config: *no_such_field*"])
 
 
 @pytest.mark.skipif(not HAS_SCENARIOS, reason="scenario loading (world.faults.load) has not landed")
