@@ -112,3 +112,14 @@ def test_bench_without_the_benchmarks_exits_2(
     monkeypatch.setitem(sys.modules, "datadist_sim.bench", None)
     assert main(["bench", "retry"]) == 2
     assert "benchmarks not available" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="uses sh")
+def test_every_python_the_program_starts_gets_the_fake_and_its_own_trace_file(
+    client: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = f"{PY} {client} 0 && {PY} {client} 0"
+    trace = tmp_path / "trace-{pid}.jsonl"
+    assert main(["exec", "--seed", "4", "--trace", str(trace), "--", "sh", "-c", script]) == 0
+    assert capfd.readouterr().out.splitlines() == ["face datadist_sim.llm_datadist seed 4"] * 2
+    assert len(list(tmp_path.glob("trace-*.jsonl"))) == 2
