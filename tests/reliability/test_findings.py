@@ -2,8 +2,9 @@
 
 Fixed here: ``switch_role`` argument handling as the real package orders it (found by the bad-input
 suite). Reported, not fixed here (the transfer engine is not this suite's file), and marked
-``xfail(strict=True)`` so the fix turns it into a failure to remove the mark: a pull over a link end
-whose peer finalized and came back succeeds.
+``xfail(strict=True)`` so the fix turns each into a failure to remove the mark: a pull over a link end
+whose peer finalized and came back succeeds; ``push_cache`` with a source batch past the source cache
+pushes whatever lies beyond it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
-from datadist_sim.llm_datadist.v2.llm_types import CacheDesc, CacheKey
+from datadist_sim.llm_datadist.v2.llm_types import CacheDesc, CacheKey, CacheKeyByIdAndIndex
 
 S = LLMStatusCode
 P_ID, D_ID = 1, 2
@@ -88,6 +89,7 @@ def test_v2_switch_role_looks_the_role_up_before_checking_switch_options(world: 
 
 @pytest.mark.xfail(
     strict=True,
+    raises=(pytest.fail.Exception, AssertionError),
     reason="reported: the Decoder's end of a link to a Prompt that finalized stays usable once the Prompt "
     "re-initialises (transfer._remote checks only this end and that the peer is alive)",
 )
@@ -105,3 +107,35 @@ def test_a_pull_over_an_end_whose_peer_finalized_and_came_back_fails(world: SimW
         d.cache_manager.pull_cache(CacheKey(P_ID, 5), dst)
     for view in tensor_views(world.memory, dst.tensor_addrs, (desc.size,), np.uint8):
         assert not (view == 7).all(), "no bytes crossed a link the new Prompt never made"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=(pytest.fail.Exception, AssertionError),
+    reason="reported: transfer._contiguous_ranges range-checks the destination batch but not the source "
+    "batch, so push_cache with src_batch_index past the source reads the page padding (or a neighbour) "
+    "and writes it into the remote batch",
+)
+def test_push_cache_with_a_source_batch_past_the_cache_is_param_invalid(world: SimWorld) -> None:
+    opts = {"llm.EnableRemoteCacheAccessible": "1"}
+    p = LLMDataDist(LLMRole.PROMPT, P_ID)
+    p.init(
+        {
+            "ge.exec.deviceId": "0",
+            "llm.listenIpInfo": "192.168.1.1:26000",
+            "llm.EnableCacheManager": "1",
+            "llm.MemPoolConfig": json.dumps({"memory_size": 1 << 22, "page_shift": 12}),
+            **opts,
+        }
+    )
+    d = _decoder(**opts)
+    assert d.link_clusters([_info()])[0] is S.LLM_SUCCESS
+    desc = CacheDesc(2, [1, 8, 16], DataType.DT_FLOAT16)
+    src, dst = d.cache_manager.allocate_cache(desc), p.cache_manager.allocate_cache(desc)
+    for view in tensor_views(world.memory, dst.tensor_addrs, (desc.size,), np.uint8):
+        view[...] = 9
+    with pytest.raises(LLMException) as info:
+        d.cache_manager.push_cache(CacheKeyByIdAndIndex(P_ID, dst.cache_id, 0), src, src_batch_index=5)
+    assert info.value.status_code is S.LLM_PARAM_INVALID
+    for view in tensor_views(world.memory, dst.tensor_addrs, (desc.size,), np.uint8):
+        assert (view == 9).all(), "nothing was written"
