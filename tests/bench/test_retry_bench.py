@@ -42,9 +42,17 @@ def _req(rid: int, arrival: float, ok: bool) -> Request:
 
 
 def test_recovery_is_the_first_arrival_after_the_heal_from_which_requests_succeed() -> None:
-    reqs = [_req(0, 9.0, False), _req(1, 10.5, False), _req(2, 11.0, True), _req(3, 12.0, True)]
-    assert recovery(reqs, healed_at=10.0) == (True, 1.0)
-    assert recovery([*reqs, _req(4, 13.0, False)], healed_at=10.0) == (False, None)
+    reqs = [_req(0, 9.0, False), _req(1, 10.5, False), *(_req(i, 10.0 + i, True) for i in range(2, 40))]
+    assert recovery(reqs, healed_at=10.0) == (True, 2.0)
+    assert recovery([*reqs, _req(99, 99.0, False)], healed_at=10.0) == (False, None)
+
+
+def test_a_lucky_last_few_successes_are_not_recovery() -> None:
+    broken = [_req(i, 10.0 + i, i % 8 != 0) for i in range(100)]  # one link in eight stays broken
+    assert recovery([*broken, *(_req(100 + i, 110.0 + i, True) for i in range(10))], healed_at=10.0) == (
+        False,
+        None,
+    )
 
 
 def test_code_aware_beats_no_retry_and_immediate_on_the_flaky_link() -> None:

@@ -12,6 +12,7 @@ from datadist_sim.bench.workload import Request
 MIB = 1 << 20
 RECOVERED_SHARE = 0.99
 """Recovered: from some arrival time after the heal on, at least this share of requests succeed."""
+MIN_EVIDENCE = 20
 
 
 @dataclass
@@ -55,15 +56,15 @@ def percentile(values: Sequence[float], q: float) -> Optional[float]:
 
 def recovery(requests: Sequence[Request], healed_at: float) -> Tuple[bool, Optional[float]]:
     """The earliest arrival after the heal from which ``RECOVERED_SHARE`` of requests succeed, as
-    seconds after the heal; not recovered if no such time exists."""
+    seconds after the heal. The evidence must cover at least a quarter of the requests that arrived
+    after the heal (and 20 of them), so a lucky last few do not count as recovery."""
     after = sorted((r for r in requests if r.arrival >= healed_at), key=lambda r: r.arrival)
-    if not after:
-        return False, None
+    needed = max(MIN_EVIDENCE, len(after) // 4)
     ok_from_here = 0
     best: Optional[float] = None
     for total, r in enumerate(reversed(after), start=1):
         ok_from_here += r.ok
-        if ok_from_here >= RECOVERED_SHARE * total:
+        if total >= needed and ok_from_here >= RECOVERED_SHARE * total:
             best = r.arrival
     if best is None:
         return False, None
