@@ -365,7 +365,9 @@ def test_LLM_UNKNOWN_ERROR(world: SimWorld) -> None:
     """``LLM_UNKNOWN_ERROR`` (-1) exists for users; the real ``code_2_status`` maps every integer it
     does not know, -1 included, to ``LLM_FAILED`` (§2.1), so no raised exception and no
     ``link_clusters`` result carries it. It appears only where the simulator hands a code over without
-    ``code_2_status``: a ``CacheTask`` result, here from a fault rule on ``transfer_cache_async``."""
+    ``code_2_status``: a ``CacheTask`` result, here from a fault rule on ``transfer_cache_async``. (The
+    real task maps its layer results through ``code_2_status`` as well, so there it would read
+    ``LLM_FAILED``: this one path is a simulator artefact, kept so the code can be seen at all.)"""
     assert code_2_status(int(S.LLM_UNKNOWN_ERROR)) is S.LLM_FAILED
     p, d = pair(v2=True)
     p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
@@ -516,8 +518,8 @@ def test_LLM_BLOCKS_OUT_OF_MEMORY(legacy: bool, expected: LLMStatusCode) -> None
 def test_legacy_codes_in_KvCacheManager_mode() -> None:
     """The legacy conditions hold in v1 (KvCacheManager) mode too, where model mode came from: prefix
     bound twice, prefix not loaded, request already pulled, sequence over the slice, blocks beyond the
-    pool, and a call after finalize."""
-    with fresh(legacy_codes=True):
+    pool, no free page at all, and a call after finalize."""
+    with fresh(legacy_codes=True) as w:
         p, d = pair(v2=False)
         pm, dm = p.kv_cache_manager, d.kv_cache_manager
         prefix = CacheKey(P_ID, NO_REQ, prefix_id=3)
@@ -533,6 +535,8 @@ def test_legacy_codes_in_KvCacheManager_mode() -> None:
         assert code_of(lambda: dm.pull_cache(prefix, short)) is S.LLM_SEQ_LENOVERLIMIT
         too_many = CacheDesc(1, [1024, 64 * 1024], DataType.DT_UINT8)  # 64 MiB > 64 MiB x 0.95
         assert code_of(lambda: dm.allocate_blocks_cache(too_many)) is S.LLM_BLOCKS_OUT_OF_MEMORY
+        with w.faults.injected(Fault.exhaust_pool(D_ID)):
+            assert code_of(lambda: dm.allocate_blocks_cache(desc(batch=4))) is S.LLM_NO_FREE_BLOCK
         d.finalize()
         assert code_of(lambda: dm.allocate_cache(desc())) is S.LLM_ENGINE_FINALIZED
 
