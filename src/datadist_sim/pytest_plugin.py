@@ -17,10 +17,11 @@ import importlib
 import importlib.machinery
 import random
 import shlex
+import sys
 import warnings
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any, Generator, Iterator, List, Optional, Type, Union
+from typing import Any, Generator, Iterator, List, Optional, Set, Type, Union
 
 import pytest
 
@@ -110,12 +111,36 @@ def llm_datadist(sim_world: SimWorld) -> Iterator[ModuleType]:
 @contextlib.contextmanager
 def _fake_installed() -> Iterator[ModuleType]:
     """The fake as ``llm_datadist``; on a host with a real one, shadowing it is what the test asked for."""
+    before = set(sys.modules)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", r"datadist_sim\.install\(\) shadows the real llm_datadist")
         stack = contextlib.ExitStack()
         stack.enter_context(installed(force=True))
-    with stack:
-        yield importlib.import_module("llm_datadist")
+    try:
+        with stack:
+            yield importlib.import_module("llm_datadist")
+    finally:
+        _forget_clients(before)
+
+
+def _forget_clients(before: Set[str]) -> None:
+    """Drop modules first imported during the test that hold the fake, so a later test (``real``, or
+    one without the fixture) imports them afresh instead of reusing them bound to the fake."""
+    for name in [n for n in list(sys.modules) if n not in before and not n.startswith(_FAKE_PREFIXES)]:
+        module = sys.modules.get(name)
+        if module is not None and any(_is_fake(value) for value in list(vars(module).values())):
+            del sys.modules[name]
+
+
+_FAKE_PREFIXES = ("datadist_sim", "llm_datadist")
+
+
+def _is_fake(value: object) -> bool:
+    try:
+        name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+    except Exception:
+        return False
+    return isinstance(name, str) and name.startswith("datadist_sim.llm_datadist")
 
 
 @pytest.fixture

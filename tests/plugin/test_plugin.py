@@ -131,6 +131,26 @@ def test_llm_datadist_fixture_gives_a_client_module_the_fake_for_the_test_only(
     pytester.runpytest(*STRICT).assert_outcomes(passed=2)
 
 
+def test_client_modules_bound_to_the_fake_are_forgotten_after_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        connector="from llm_datadist import LLMDataDist\n",
+        helper="VALUE = 1\n",
+        test_forget="""
+        import sys
+
+        def test_imports(llm_datadist):
+            import connector
+            import helper
+            assert connector.LLMDataDist is llm_datadist.LLMDataDist
+
+        def test_after():
+            assert "connector" not in sys.modules  # a real-backend test would import it afresh
+            assert "helper" in sys.modules  # nothing of the fake in it: kept
+        """,
+    )
+    pytester.runpytest(*STRICT).assert_outcomes(passed=2)
+
+
 def test_instances_are_finalized_after_the_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
