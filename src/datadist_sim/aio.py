@@ -11,7 +11,8 @@ Limits: calls sent to worker threads run one at a time on a virtual loop (its de
 thread, so the trace order is the order of the awaits); while one is running the loop waits for it in
 wall time before it moves simulated time on. Only the loop's own timers follow the virtual clock:
 ``time.monotonic()`` in the client stays wall time (see ``datadist_sim.timepatch``), and so do the
-timeouts of blocking waits done outside the loop.
+timeouts of blocking waits done outside the loop. Real I/O does not hold simulated time back: with a
+timer pending and no data ready, the loop jumps to the timer.
 """
 
 from __future__ import annotations
