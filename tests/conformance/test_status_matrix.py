@@ -388,12 +388,28 @@ def test_LLM_UNKNOWN_ERROR(world: SimWorld) -> None:
 def test_LLM_ENGINE_FINALIZED(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy model mode's "engine finalized" (§10, §12 legacy): closest current condition, a call on a
     manager after its ``LLMDataDist.finalize()`` (§5.3). With ``legacy_codes`` it is
-    ``LLM_ENGINE_FINALIZED``; by default the engine is simply not initialised: ``LLM_FAILED`` (§12)."""
+    ``LLM_ENGINE_FINALIZED``; by default the engine is simply not initialised: ``LLM_FAILED`` (§12).
+    Plain calls and transfers agree."""
     with fresh(legacy_codes=legacy):
-        _, d = pair(v2=True, link=False)
+        p, d = pair(v2=True)
+        p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
         cm = d.cache_manager
+        dst = cm.allocate_cache(desc(batch=1))
         d.finalize()
         assert code_of(lambda: cm.allocate_cache(desc())) is expected
+        assert code_of(lambda: cm.pull_cache(CacheKey(P_ID, 1), dst)) is expected
+
+
+def test_LLM_ENGINE_FINALIZED_is_not_what_a_killed_cluster_gives(legacy_world: SimWorld) -> None:
+    """A process killed by a fault never finalized: its calls stay ``LLM_FAILED`` even with
+    ``legacy_codes``."""
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+    cm = d.cache_manager
+    dst = cm.allocate_cache(desc(batch=1))
+    legacy_world.faults.add(Fault.kill(D_ID))
+    assert code_of(lambda: cm.allocate_cache(desc())) is S.LLM_FAILED
+    assert code_of(lambda: cm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_FAILED
 
 
 @pytest.mark.parametrize(

@@ -379,5 +379,7 @@ def create_store(world: SimWorld, node: ClusterNode) -> NodeCaches:
 def store_of(world: SimWorld, node: ClusterNode) -> NodeCaches:
     store = world.caches.get(node.cluster_id)
     if store is None or not node.alive:
+        if world.config.legacy_codes and node.cluster_id not in world.killed:
+            raise SimError(LLMStatusCode.LLM_ENGINE_FINALIZED, f"cluster {node.cluster_id} is finalized")
         raise SimError(LLMStatusCode.LLM_FAILED, f"cluster {node.cluster_id} is not initialised")
     return store
