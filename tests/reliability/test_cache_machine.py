@@ -1,9 +1,11 @@
 """CacheManager mode under any sequence of calls and faults, against a small reference model.
 
-Two Prompts and two Decoders (CacheManager mode, device and host pools of 16 pages) take random
-sequences of init/finalize, link/unlink (incl. force), switch_role, allocate/register/deallocate/
-unregister, remove_cache_key, pull_cache/pull_blocks, copy_cache/copy_blocks/swap_blocks, and faults
-(a capped pool, a link too slow for ``sync_kv_timeout``, a hung Prompt). After every step:
+Two Prompts and two Decoders (CacheManager mode, device and host pools of 16 pages; one of each remote
+cache accessible) take random sequences of init/finalize, link/unlink (incl. force), switch_role,
+allocate/register/deallocate/unregister, remove_cache_key, pull_cache/pull_blocks/push_cache,
+copy_cache/copy_blocks/swap_blocks, fault-plan rules (an injected failure of any of those calls) and
+faults of the world (a capped pool, a link too slow for ``sync_kv_timeout``, a hung Prompt). After every
+step:
 
 - each call's outcome is the one the model allows for that state (``OOM_MAYBE`` marks the one place the
   model cannot know: whether a fragmented pool has a block that fits);
@@ -48,6 +50,8 @@ S = LLMStatusCode
 PROMPTS = (1, 2)
 DECODERS = (11, 12)
 CLUSTERS = PROMPTS + DECODERS
+REMOTE_ACCESSIBLE = (2, 12)
+"""Instances with ``llm.EnableRemoteCacheAccessible``: they push; they pull by cache id only."""
 PAGE = 4096
 POOL_PAGES = 16
 ROW = 2048
@@ -68,6 +72,7 @@ FAULT_OPS = (
     "remove_cache_key",
     "pull_cache",
     "pull_blocks",
+    "push_cache",
     "copy_cache",
     "copy_blocks",
     "swap_blocks",
@@ -100,6 +105,8 @@ def _options(cid: int) -> Dict[str, str]:
     }
     if cid in PROMPTS:
         opts["llm.listenIpInfo"] = _listen(cid)
+    if cid in REMOTE_ACCESSIBLE:
+        opts["llm.EnableRemoteCacheAccessible"] = "1"
     return opts
 
 
@@ -556,6 +563,7 @@ class CacheMachine(RuleBasedStateMachine):
         handle = self._pick(data, node.handles, blocks=False)
         if handle is None:
             return
+        by_id = by_id or d in REMOTE_ACCESSIBLE
         src_node = self.nodes.get(p)
         key: Any = CacheKey(p, req)
         src: Optional[MCache] = None
@@ -640,6 +648,39 @@ class CacheMachine(RuleBasedStateMachine):
             for t in range(NUM_TENSORS):
                 for s, b in pairs:
                     dst.data[t][b] = src.data[t][s]
+        STATS["transfers tried"] += 1
+
+    @rule(pair=PAIRS, src_batch=st.integers(0, 2), dst_batch=st.integers(0, 2), data=st.data())
+    def push_cache(self, pair: Tuple[int, int], src_batch: int, dst_batch: int, data: st.DataObject) -> None:
+        """Write a local batch into a remote cache named by id; keys are never consumed by a push."""
+        s, p = pair
+        node = self.nodes.get(s)
+        if node is None:
+            return
+        live = [mc for mc in node.caches.values() if not mc.blocks and not mc.released]
+        if not live:
+            return
+        src = data.draw(st.sampled_from(live))
+        src_batch = min(src_batch, src.batch - 1)  # past the source is a reported bug (test_findings.py)
+        remote = self.nodes.get(p)
+        ids = sorted({h.cache_id for h in remote.handles}) if remote is not None else []
+        cache_id = data.draw(st.sampled_from(ids or [1]))
+        key = CacheKeyByIdAndIndex(p, cache_id, dst_batch)
+        dst = None if remote is None else remote.caches.get(cache_id)
+        if s not in REMOTE_ACCESSIBLE:
+            allowed: Any = S.LLM_PARAM_INVALID
+        else:
+            allowed = self._pull_gate(s, p, src)
+            if allowed is None and (dst is None or (not dst.blocks and dst_batch >= dst.batch)):
+                allowed = S.LLM_KV_CACHE_NOT_EXIST
+            elif allowed is None and dst is not None and dst.blocks:
+                allowed = S.LLM_PARAM_INVALID
+        cm = node.dd.cache_manager
+        code = self._transfer("push_cache", s, p, allowed, lambda: cm.push_cache(key, src.handle, src_batch))
+        if code is None:
+            assert dst is not None
+            for t in range(NUM_TENSORS):
+                dst.data[t][dst_batch] = src.data[t][src_batch]
         STATS["transfers tried"] += 1
 
     @rule(
