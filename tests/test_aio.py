@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from typing import List, Tuple
 
@@ -202,3 +203,11 @@ def test_pytest_asyncio_runs_a_test_on_the_sim_worlds_virtual_clock(pytester: py
     run = pytester.runpytest if LOOP_FACTORY_HOOK else pytester.runpytest_subprocess
     result = run("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "error")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.Runner is new in 3.11")
+def test_the_loop_class_is_a_loop_factory_for_asyncio_runner() -> None:
+    world = SimWorld()
+    with world.activate(), asyncio.Runner(loop_factory=aio.VirtualTimeEventLoop) as runner:
+        runner.run(asyncio.sleep(42.0))
+    assert world.now() == pytest.approx(42.0)
