@@ -91,6 +91,13 @@ def in_flight(clock: GateClock, call: Callable[[], object]) -> Tuple[threading.T
     return worker, out
 
 
+def legacy_or(legacy_code: LLMStatusCode, default_code: LLMStatusCode) -> Any:
+    """Run a test with ``legacy_codes`` on (expecting ``legacy_code``) and off (``default_code``)."""
+    return pytest.mark.parametrize(
+        ("legacy", "expected"), [(True, legacy_code), (False, default_code)], ids=["legacy", "default"]
+    )
+
+
 def finish(clock: GateClock, worker: threading.Thread) -> None:
     clock.release.set()
     worker.join(30)
@@ -384,7 +391,7 @@ def test_LLM_UNKNOWN_ERROR(world: SimWorld) -> None:
 # -- legacy model-mode codes (SimConfig(legacy_codes=True)) ---------------------------------------
 
 
-@pytest.mark.parametrize(("legacy", "expected"), [(True, S.LLM_ENGINE_FINALIZED), (False, S.LLM_FAILED)])
+@legacy_or(S.LLM_ENGINE_FINALIZED, S.LLM_FAILED)
 def test_LLM_ENGINE_FINALIZED(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy model mode's "engine finalized" (§10, §12 legacy): closest current condition, a call on a
     manager after its ``LLMDataDist.finalize()`` (§5.3). With ``legacy_codes`` it is
@@ -412,9 +419,7 @@ def test_LLM_ENGINE_FINALIZED_is_not_what_a_killed_cluster_gives(legacy_world: S
     assert code_of(lambda: cm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_FAILED
 
 
-@pytest.mark.parametrize(
-    ("legacy", "expected"), [(True, S.LLM_PREFIX_ALREADY_EXIST), (False, S.LLM_PARAM_INVALID)]
-)
+@legacy_or(S.LLM_PREFIX_ALREADY_EXIST, S.LLM_PARAM_INVALID)
 def test_LLM_PREFIX_ALREADY_EXIST(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy "a prefix with the same prefix id was already loaded; release it first" (§10): closest
     current condition, a prefix key (``CacheKey.prefix_id``) bound to a second cache while the first
@@ -430,9 +435,7 @@ def test_LLM_PREFIX_ALREADY_EXIST(legacy: bool, expected: LLMStatusCode) -> None
         assert code_of(lambda: cm.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])) is S.LLM_PARAM_INVALID
 
 
-@pytest.mark.parametrize(
-    ("legacy", "expected"), [(True, S.LLM_PREFIX_NOT_EXIST), (False, S.LLM_KV_CACHE_NOT_EXIST)]
-)
+@legacy_or(S.LLM_PREFIX_NOT_EXIST, S.LLM_KV_CACHE_NOT_EXIST)
 def test_LLM_PREFIX_NOT_EXIST(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy "the request's prefix id was never loaded" (§10): closest current condition, a pull by a
     prefix key the Prompt does not hold. By default a missing key of any kind is
@@ -447,9 +450,7 @@ def test_LLM_PREFIX_NOT_EXIST(legacy: bool, expected: LLMStatusCode) -> None:
         d.cache_manager.pull_cache(prefix, dst)
 
 
-@pytest.mark.parametrize(
-    ("legacy", "expected"), [(True, S.LLM_REQUEST_ALREADY_COMPLETED), (False, S.LLM_KV_CACHE_NOT_EXIST)]
-)
+@legacy_or(S.LLM_REQUEST_ALREADY_COMPLETED, S.LLM_KV_CACHE_NOT_EXIST)
 def test_LLM_REQUEST_ALREADY_COMPLETED(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy "request already completed" (§12 legacy): closest current condition, a pull of a request
     key that an earlier pull consumed (§7.1: a successful pull removes the key). By default that is
@@ -481,9 +482,7 @@ def test_LLM_REQUEST_ALREADY_COMPLETED_is_remembered_for_the_last_requests_only(
         assert (first, second) == (S.LLM_KV_CACHE_NOT_EXIST, S.LLM_REQUEST_ALREADY_COMPLETED)
 
 
-@pytest.mark.parametrize(
-    ("legacy", "expected"), [(True, S.LLM_SEQ_LENOVERLIMIT), (False, S.LLM_PARAM_INVALID)]
-)
+@legacy_or(S.LLM_SEQ_LENOVERLIMIT, S.LLM_PARAM_INVALID)
 def test_LLM_SEQ_LENOVERLIMIT(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy "sequence length over the limit" (§12 legacy): closest current condition, a pull whose
     length runs past the per-request slice of the source or the destination — here a Prompt request of
@@ -497,7 +496,7 @@ def test_LLM_SEQ_LENOVERLIMIT(legacy: bool, expected: LLMStatusCode) -> None:
         d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst, size=8 * 16 * 2)
 
 
-@pytest.mark.parametrize(("legacy", "expected"), [(True, S.LLM_NO_FREE_BLOCK), (False, S.LLM_OUT_OF_MEMORY)])
+@legacy_or(S.LLM_NO_FREE_BLOCK, S.LLM_OUT_OF_MEMORY)
 def test_LLM_NO_FREE_BLOCK(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy "no free block" (§12 legacy): closest current condition, ``allocate_blocks_cache`` from a
     pool that cannot give even one page (here a full 1 MiB pool; ``Fault.exhaust_pool`` does the
@@ -515,9 +514,7 @@ def test_LLM_NO_FREE_BLOCK(legacy: bool, expected: LLMStatusCode) -> None:
         cm.allocate_blocks_cache(blocks)
 
 
-@pytest.mark.parametrize(
-    ("legacy", "expected"), [(True, S.LLM_BLOCKS_OUT_OF_MEMORY), (False, S.LLM_OUT_OF_MEMORY)]
-)
+@legacy_or(S.LLM_BLOCKS_OUT_OF_MEMORY, S.LLM_OUT_OF_MEMORY)
 def test_LLM_BLOCKS_OUT_OF_MEMORY(legacy: bool, expected: LLMStatusCode) -> None:
     """Legacy "blocks out of memory" (§12 legacy): closest current condition, ``allocate_blocks_cache``
     larger than what the pool has free while it does have free pages (here 2 MiB of blocks from an
