@@ -25,6 +25,7 @@ from typing import Any, Generator, Iterator, List, Optional, Set, Type, Union
 
 import pytest
 
+from datadist_sim import _log
 from datadist_sim._install import installed, is_installed
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.clock import VirtualClock
@@ -219,8 +220,10 @@ def _scenario_path(name: str, item: pytest.Item) -> str:
 def _finalize(world: SimWorld) -> None:
     from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 
-    with contextlib.suppress(Exception):
+    try:
         finalize_all(world)
+    except Exception:  # a teardown failure here would hide the test's own outcome
+        _log.logger.debug("finalizing the test world's instances failed", exc_info=True)
 
 
 # -- failure report ------------------------------------------------------------------------------
