@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, List, Tuple
 
 import pytest
@@ -560,3 +561,15 @@ def test_legacy_codes_in_KvCacheManager_mode() -> None:
 def test_every_status_code_has_a_test_named_after_it() -> None:
     missing = [code.name for code in LLMStatusCode if not callable(globals().get(f"test_{code.name}"))]
     assert missing == []
+
+
+def test_the_matrix_document_has_a_row_per_code_with_its_value_and_test() -> None:
+    doc = Path(__file__).resolve().parents[2] / "docs" / "status_matrix.md"
+    rows = [
+        line.split("|") for line in doc.read_text(encoding="utf-8").splitlines() if line.startswith("| `LLM_")
+    ]
+    by_name = {cells[1].strip().strip("`"): cells for cells in rows}
+    assert sorted(by_name) == sorted(code.name for code in LLMStatusCode)
+    for name, cells in by_name.items():
+        assert str(int(LLMStatusCode[name])) in cells[2], name
+        assert f"`test_{name}`" in cells[5], name
