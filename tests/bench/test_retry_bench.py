@@ -135,3 +135,10 @@ def test_bench_retry_takes_a_user_policy_from_a_module(
     assert main(argv) == 0
     assert "| none | 0 | mine | 100.0% |" in capsys.readouterr().out
     assert main([*argv[:-1], "mine=datadist_sim.retry"]) == 2
+
+
+def test_the_fault_window_follows_the_length_of_the_run() -> None:
+    from datadist_sim.bench.retry_bench import timing_for
+
+    assert timing_for(Workload()) == Timing(start_s=10.0, window_s=20.0)
+    assert timing_for(Workload(requests=100, rate_per_s=10.0)) == Timing(start_s=2.0, window_s=4.0)

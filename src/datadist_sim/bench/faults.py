@@ -1,10 +1,10 @@
 """Bundled scenarios, re-timed for the benchmark's longer run, and the fault windows a run saw.
 
 The bundled scenarios are written for a short reference workload (faults within the first seconds). The
-benchmark runs about a simulated minute, so a scenario's schedule is shifted to begin at ``start_s`` and
-stretched to last ``window_s`` (its rules keep their relative timing); a probabilistic rule with no
-window of its own (a flaky link) holds for ``window_s``. ``rate`` scales every probability, as
-``FaultPlan.load(..., rate=)`` does.
+benchmark runs longer (about 50 simulated seconds by default), so a scenario's schedule is shifted to
+begin at ``start_s`` and stretched to last ``window_s`` (its rules keep their relative timing); a
+probabilistic rule with no window of its own (a flaky link) holds for ``window_s``. ``rate`` scales
+every probability, as ``FaultPlan.load(..., rate=)`` does.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ work each policy makes the fabric do per delivered request.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from datadist_sim.bench import faults as bench_faults
 from datadist_sim.bench.metrics import RunMetrics, measure, timeline
@@ -75,6 +75,13 @@ def _mode(scenario: str) -> str:
     return load(scenario).workload.mode
 
 
+def timing_for(wl: Workload) -> bench_faults.Timing:
+    """Faults from a fifth of the expected run to three fifths: time before to see the steady state,
+    and as long after the heal to see whether the system recovers."""
+    span = wl.requests / wl.rate_per_s
+    return bench_faults.Timing(start_s=0.2 * span, window_s=0.4 * span)
+
+
 def run_cell(
     wl: Workload, policy: str, factory: PolicyFactory, scenario: str, rate: float, timing: bench_faults.Timing
 ) -> Cell:
@@ -92,8 +99,9 @@ def run_matrix(
     wl: Workload,
     policies: Dict[str, PolicyFactory],
     scenarios: Sequence[Tuple[str, Sequence[float]]],
-    timing: bench_faults.Timing = bench_faults.Timing(),  # noqa: B008 - frozen, shared on purpose
+    timing: Optional[bench_faults.Timing] = None,
 ) -> List[Cell]:
+    timing = timing or timing_for(wl)
     return [
         run_cell(wl, name, factory, scenario, rate, timing)
         for scenario, rates in scenarios
@@ -111,7 +119,7 @@ def clients_sweep(
 ) -> List[Dict[str, object]]:
     """Total work as the number of Decode clients grows (arrivals grow with them)."""
     rows: List[Dict[str, object]] = []
-    timing = bench_faults.Timing()
+    timing = timing_for(wl)
     for n in clients:
         sized = replace(
             wl, decodes=n, rate_per_s=per_client_rate * n, requests=int(wl.requests * n / wl.decodes)
