@@ -346,9 +346,13 @@ def test_LLM_OUT_OF_MEMORY(world: SimWorld) -> None:
 
 def test_LLM_DEVICE_MEM_ERROR(world: SimWorld) -> None:
     """A UCE in the caller's own memory fails the transfer that touches it with
-    ``LLM_DEVICE_MEM_ERROR`` (status table; §12 doc-only, "reserved"). Only hardware causes it, so the
-    test poisons the Decode destination in the simulated memory; healed, the pull goes through."""
+    ``LLM_DEVICE_MEM_ERROR`` (status table; §12 doc-only, "reserved"). Only hardware causes it: the
+    fault plan poisons the Decode destination (``side="local"``), and so does ``world.memory.poison``;
+    healed, the pull goes through."""
     _, dm, dst = keyed_pair()
+    rule = world.faults.add(Fault.poison(side="local", op="pull_cache"))
+    assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_DEVICE_MEM_ERROR
+    world.faults.remove(rule)
     world.memory.poison(dst.tensor_addrs[0], 8)
     assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_DEVICE_MEM_ERROR
     world.memory.heal()

@@ -249,6 +249,18 @@ def test_poison_rule_is_suspect_remote_error_then_heals(world: SimWorld) -> None
     assert not world.memory.poisoned
 
 
+def test_poison_on_the_callers_side_is_device_mem_error(world: SimWorld) -> None:
+    p, d = _linked_v2()
+    _source(p, world)
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    world.faults.add(Fault.poison(side="local", op="pull_cache", nth=1))
+    assert _pull(d, dst) is S.LLM_DEVICE_MEM_ERROR
+    ((low, _high),) = world.memory.poisoned
+    assert low in dst.tensor_addrs
+    with pytest.raises(ValueError, match="side"):
+        Fault.poison(side="both")
+
+
 def test_door_rules_act_on_plain_calls(world: SimWorld) -> None:
     p, _ = _linked_v2()
     with world.faults.injected(Fault.fail(S.LLM_OUT_OF_MEMORY, op="allocate_cache", cluster=P_ID)):

@@ -75,6 +75,8 @@ class Fault:
     seconds: float = 0.0
     landed: Optional[bool] = False
     nbytes: Optional[int] = None
+    side: str = "remote"
+    """For ``poison``: whose memory the matched transfer finds poisoned, the peer's or the caller's."""
     op: Optional[Tuple[str, ...]] = None
     cluster: Optional[int] = None
     remote: Optional[int] = None
@@ -99,6 +101,8 @@ class Fault:
             value = getattr(self, label)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"{label} must be an int >= 0, got {value!r}")
+        if self.side not in ("remote", "local"):
+            raise ValueError(f"side must be 'remote' or 'local', got {self.side!r}")
         if self.seconds < 0:
             raise ValueError(f"seconds must be >= 0, got {self.seconds}")
         if self.action == "fail" and self.code is None:
@@ -138,10 +142,11 @@ class Fault:
         return cls("cut_link", op=_ops(op), **when)  # type: ignore[arg-type]
 
     @classmethod
-    def poison(cls, *, op: Ops = None, **when: object) -> Fault:
-        """A UCE in the memory the matched transfer reads: ``LLM_DEVICE_MEM_ERROR`` when the caller owns
-        it, ``LLM_SUSPECT_REMOTE_ERROR`` when a peer does; healed after ``heal_after_s``."""
-        return cls("poison", op=_ops(op), **when)  # type: ignore[arg-type]
+    def poison(cls, *, side: str = "remote", op: Ops = None, **when: object) -> Fault:
+        """A UCE in the memory the matched transfer touches, on the peer's ``side`` ("remote": the caller
+        sees ``LLM_SUSPECT_REMOTE_ERROR``) or its own ("local": ``LLM_DEVICE_MEM_ERROR``); healed after
+        ``heal_after_s``."""
+        return cls("poison", side=side, op=_ops(op), **when)  # type: ignore[arg-type]
 
     @classmethod
     def partition(cls, a: int, b: int, **when: object) -> Fault:

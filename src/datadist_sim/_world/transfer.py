@@ -210,7 +210,7 @@ def _run(
             seconds += rule.seconds
         elif rule.action == "poison" and ranges:
             dst, src, size = ranges[0]
-            address = src if remote_is_src else dst
+            address = src if remote_is_src == (rule.side == "remote") else dst
             world.memory.poison(address, max(min(size, 64), 1))
             world.faults.note_poison(rule, address, max(min(size, 64), 1))
         elif rule.action == "cut_link":
