@@ -172,19 +172,19 @@ class _Owner:
                 return array[address - start : address - start + nbytes]
         raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"{address:#x} is not mine")
 
-    def read(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
+    def read(self, ranges: Sequence[Tuple[int, int]], take: Any) -> List[np.ndarray]:
         self.requests.append("read")
-        return [self._find(a, n).tobytes() for a, n in ranges]
+        return [self._find(a, n).copy() for a, n in ranges]
 
     def check_writable(self, ranges: Sequence[Tuple[int, int]]) -> None:
         self.requests.append("check")
         for a, n in ranges:
             self._find(a, n)
 
-    def write(self, chunks: Sequence[Tuple[int, bytes]]) -> None:
+    def write(self, chunks: Sequence[Tuple[int, np.ndarray]], take: Any) -> None:
         self.requests.append("write")
         for a, data in chunks:
-            self._find(a, len(data))[...] = np.frombuffer(data, dtype=np.uint8)
+            self._find(a, data.nbytes)[...] = data
 
 
 def _space(owner: _Owner) -> SharedAddressSpace:

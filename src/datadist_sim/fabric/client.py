@@ -26,9 +26,10 @@ from datadist_sim._world.address_space import PROCESS_MEMORY, raw_view
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric import address as fabric_address
 from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout, offer_token
-from datadist_sim.fabric.shm import open_view
+from datadist_sim.fabric.shm import open_scratch, open_view
 
 CONNECT_TIMEOUT_S = 20.0
+SCRATCH_MAPS_KEPT = 8
 CALL_TIMEOUT_S = 600.0
 """Longest wait for any one call (``call_timeout`` in the address overrides it)."""
 
@@ -93,6 +94,7 @@ class FabricClient:
         self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._proxy_lock = threading.Lock()
         self._callbacks: Dict[int, Any] = {}
+        self._scratch_maps: Dict[str, Any] = {}
         self.pid = os.getpid()
         self.channel = Channel(
             sock,
@@ -186,6 +188,8 @@ class FabricClient:
         if kind == "callback":
             target, method, args = payload
             return getattr(self._callbacks[target], method)(*args)
+        if kind in ("mem_read_to", "mem_write_from"):
+            return self._serve_scratch(kind, payload)
         (items,) = payload
         if kind == "mem_read":
             return [bytes(_own(address, nbytes, writable=False)) for address, nbytes in items]
@@ -197,6 +201,35 @@ class FabricClient:
             targets = [_own(address, len(data), writable=True) for address, data in items]
             for target, (_, data) in zip(targets, items):
                 np.copyto(target, np.frombuffer(data, dtype=np.uint8))
+            return None
+        raise ValueError(f"unknown request {kind!r}")
+
+    def _scratch(self, path: str) -> Any:
+        """The fabric's scratch file at ``path``, mapped once and kept while the fabric reuses it."""
+        mapped = self._scratch_maps.pop(path, None)
+        if mapped is None:
+            mapped = open_scratch(path)
+        self._scratch_maps[path] = mapped  # most recent last
+        while len(self._scratch_maps) > SCRATCH_MAPS_KEPT:
+            self._scratch_maps.pop(next(iter(self._scratch_maps)))
+        return mapped
+
+    def _serve_scratch(self, kind: str, payload: Tuple[Any, ...]) -> None:
+        """Large raw-memory reads and writes: copy between this process's memory and a shared file."""
+        if kind == "mem_read_to":
+            path, reads = payload
+            sources = [_own(address, nbytes, writable=False) for address, nbytes in reads]
+            scratch, offset = self._scratch(path), 0
+            for source in sources:
+                scratch[offset : offset + source.nbytes] = source
+                offset += source.nbytes
+            return None
+        if kind == "mem_write_from":
+            path, writes = payload
+            targets = [_own(address, nbytes, writable=True) for address, _, nbytes in writes]
+            scratch = self._scratch(path)
+            for target, (_, offset, nbytes) in zip(targets, writes):
+                np.copyto(target, scratch[offset : offset + nbytes])
             return None
         raise ValueError(f"unknown request {kind!r}")
 

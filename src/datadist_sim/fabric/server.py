@@ -33,9 +33,11 @@ from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout, accept_token
-from datadist_sim.fabric.shm import Range, SharedAddressSpace, reclaim_stale
+from datadist_sim.fabric.shm import Bytes, Range, SharedAddressSpace, Take, reclaim_stale
 
 _log = logging.getLogger("datadist_sim.fabric")
+INLINE_BYTES = 256 << 10
+"""Raw-memory reads and writes up to this size travel in the message; larger ones through shared memory."""
 MEMORY_TIMEOUT_S = 30.0
 """Longest wait for a client to read or write its own memory; past it the transfer times out."""
 
@@ -191,38 +193,62 @@ class RawRouter:
             )
         return caller
 
-    def _ask(self, kind: str, items: Sequence[Any], key: Callable[[Any], Range]) -> List[Any]:
-        """One request per owner, answers back in the order of ``items``."""
+    def _groups(self, keys: Sequence[Range]) -> List[Tuple[Session, List[int]]]:
+        """Indices of ``keys`` grouped by owning process, in first-seen order."""
         groups: Dict[int, Tuple[Session, List[int]]] = {}
-        for index, item in enumerate(items):
-            owner = self._owner(*key(item))
+        for index, key in enumerate(keys):
+            owner = self._owner(*key)
             groups.setdefault(id(owner), (owner, []))[1].append(index)
-        answers: List[Any] = [None] * len(items)
-        for owner, indices in groups.values():
-            try:
-                got = owner.channel.request(kind, [items[i] for i in indices], timeout=MEMORY_TIMEOUT_S)
-            except (ChannelClosed, ChannelTimeout) as exc:
-                code = (
-                    LLMStatusCode.LLM_TIMEOUT
-                    if Mode.CACHE_MANAGER in owner.clusters.values() or not owner.clusters
-                    else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
-                )
-                self._on_dead(owner)
-                raise SimError(
-                    code, f"process {owner.pid} holding the memory did not answer ({exc}); transfer timed out"
-                ) from None
-            for i, value in zip(indices, got or [None] * len(indices)):
-                answers[i] = value
-        return answers
+        return list(groups.values())
 
-    def read(self, ranges: Sequence[Range]) -> List[bytes]:
-        return self._ask("mem_read", ranges, lambda r: r) if ranges else []
+    def _request(self, owner: Session, kind: str, *payload: Any) -> Any:
+        try:
+            return owner.channel.request(kind, *payload, timeout=MEMORY_TIMEOUT_S)
+        except (ChannelClosed, ChannelTimeout) as exc:
+            code = (
+                LLMStatusCode.LLM_TIMEOUT
+                if Mode.CACHE_MANAGER in owner.clusters.values() or not owner.clusters
+                else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
+            )
+            self._on_dead(owner)
+            raise SimError(
+                code, f"process {owner.pid} holding the memory did not answer ({exc}); transfer timed out"
+            ) from None
+
+    def read(self, ranges: Sequence[Range], take: Take) -> List[Bytes]:
+        """The bytes of each range, read by its owner: small reads inline, large ones through a
+        shared scratch file the owner copies into (no bytes through the socket)."""
+        out: List[Bytes] = [np.empty(0, np.uint8)] * len(ranges)
+        for owner, indices in self._groups(ranges):
+            part = [ranges[i] for i in indices]
+            total = sum(n for _, n in part)
+            if total <= INLINE_BYTES:
+                arrays = [np.frombuffer(b, np.uint8) for b in self._request(owner, "mem_read", part)]
+            else:
+                scratch = take(total)
+                self._request(owner, "mem_read_to", scratch.path, part)
+                arrays = scratch.split([n for _, n in part])
+            for index, array in zip(indices, arrays):
+                out[index] = array
+        return out
 
     def check_writable(self, ranges: Sequence[Range]) -> None:
-        self._ask("mem_check", ranges, lambda r: r)
+        for owner, indices in self._groups(ranges):
+            self._request(owner, "mem_check", [ranges[i] for i in indices])
 
-    def write(self, chunks: Sequence[Tuple[int, bytes]]) -> None:
-        self._ask("mem_write", chunks, lambda c: (c[0], len(c[1])))
+    def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take) -> None:
+        """Have each owner write its chunks (inline when small, else from a shared scratch file)."""
+        for owner, indices in self._groups([(a, data.nbytes) for a, data in chunks]):
+            part = [chunks[i] for i in indices]
+            total = sum(data.nbytes for _, data in part)
+            if total <= INLINE_BYTES:
+                self._request(owner, "mem_write", [(a, data.tobytes()) for a, data in part])
+                continue
+            scratch = take(total)
+            placed = scratch.fill([data for _, data in part])
+            self._request(
+                owner, "mem_write_from", scratch.path, [(a, o, n) for (a, _), (o, n) in zip(part, placed)]
+            )
 
 
 class FabricServer:
@@ -453,6 +479,7 @@ class FabricServer:
                 "clusters": sorted(node.cluster_id for node in self.world.nodes),
                 "processes": len(self.sessions),
                 "shared_segments": self.space.segment_count,
+                "scratch_files_made": self.space.scratch_files_made,
                 "backed_bytes": self.space.backed_bytes,
             }
         raise ValueError(f"unknown fabric function {name!r}")

@@ -20,7 +20,7 @@ import os
 import re
 import tempfile
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -35,14 +35,18 @@ ViewRef = Tuple[str, int, Tuple[int, ...], str, Tuple[int, ...]]
 """``(path, offset, shape, dtype, strides)``: enough for another process to map the same bytes."""
 
 
+Take = Callable[[int], "Scratch"]
+"""Lends a scratch file of at least the given size for the rest of one copy."""
+
+
 class RawMemory(Protocol):
     """Reads and writes raw pointers through the process that owns them."""
 
-    def read(self, ranges: Sequence[Range]) -> List[bytes]: ...
+    def read(self, ranges: Sequence[Range], take: Take) -> List[Bytes]: ...
 
     def check_writable(self, ranges: Sequence[Range]) -> None: ...
 
-    def write(self, chunks: Sequence[Tuple[int, bytes]]) -> None: ...
+    def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take) -> None: ...
 
 
 def shm_directory() -> str:
@@ -60,6 +64,7 @@ class SharedAddressSpace(AddressSpace):
         self._segments: Dict[int, Tuple[str, Bytes]] = {}
         self._paths: Dict[int, str] = {}  # id(root array) -> its file
         self._seg_lock = threading.Lock()
+        self._scratch = ScratchPool(self._prefix)
 
     # -- backing ------------------------------------------------------------------------------------
 
@@ -99,6 +104,11 @@ class SharedAddressSpace(AddressSpace):
             self._paths.clear()
         for path in paths:
             _unlink(path)
+        self._scratch.release_all()
+
+    @property
+    def scratch_files_made(self) -> int:
+        return self._scratch.made
 
     @property
     def segment_count(self) -> int:
@@ -135,16 +145,26 @@ class SharedAddressSpace(AddressSpace):
         remote_dst = [(d, n) for d, _, n in todo if not is_simulated(d)]
         if remote_dst:
             self._raw.check_writable(remote_dst)
-        fetched = iter(self._raw.read([(s, n) for _, s, n in todo if not is_simulated(s)]))
-        writes: List[Tuple[int, bytes]] = []
-        for (dst, _, _), target, source in zip(todo, targets, sources):
-            data: Any = source if source is not None else np.frombuffer(next(fetched), dtype=np.uint8)
-            if target is not None:
-                np.copyto(target, data)
-            else:
-                writes.append((dst, bytes(data)))
-        if writes:
-            self._raw.write(writes)
+        taken: List[Scratch] = []
+
+        def take(nbytes: int) -> Scratch:
+            taken.append(self._scratch.take(nbytes))
+            return taken[-1]
+
+        try:
+            fetched = iter(self._raw.read([(s, n) for _, s, n in todo if not is_simulated(s)], take))
+            writes: List[Tuple[int, Bytes]] = []
+            for (dst, _, _), target, source in zip(todo, targets, sources):
+                data: Bytes = source if source is not None else next(fetched)
+                if target is not None:
+                    np.copyto(target, data)
+                else:
+                    writes.append((dst, data))
+            if writes:
+                self._raw.write(writes, take)
+        finally:
+            for scratch in taken:
+                self._scratch.give(scratch)
 
     def _check_raw(self, address: int, nbytes: int) -> None:
         if nbytes < 0:
@@ -161,7 +181,90 @@ class SharedAddressSpace(AddressSpace):
                 )
 
 
-_FABRIC_FILE = re.compile(r"^datadist-sim-(\d+)-\d+$")
+_FABRIC_FILE = re.compile(r"^datadist-sim-(\d+)-(scratch-)?\d+$")
+
+
+class Scratch:
+    """A shared file that carries one large transfer to or from a client's raw memory: the client maps
+    it by path and copies, so the bytes never pass through the socket."""
+
+    def __init__(self, path: str, nbytes: int) -> None:
+        self.path = path
+        self.size = nbytes
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, nbytes)
+            mapped = mmap.mmap(fd, nbytes)
+        finally:
+            os.close(fd)
+        self.array: Bytes = np.frombuffer(mapped, dtype=np.uint8)
+
+    def split(self, sizes: Sequence[int]) -> List[Bytes]:
+        """Consecutive views of the given sizes."""
+        views, offset = [], 0
+        for size in sizes:
+            views.append(self.array[offset : offset + size])
+            offset += size
+        return views
+
+    def fill(self, chunks: Sequence[Bytes]) -> List[Tuple[int, int]]:
+        """Copy ``chunks`` in one after another; their ``(offset, nbytes)``."""
+        placed, offset = [], 0
+        for chunk in chunks:
+            self.array[offset : offset + chunk.nbytes] = chunk.reshape(-1).view(np.uint8)
+            placed.append((offset, chunk.nbytes))
+            offset += chunk.nbytes
+        return placed
+
+    def unlink(self) -> None:
+        """Remove the name; the mapping stays valid for as long as views of it live."""
+        _unlink(self.path)
+
+
+class ScratchPool:
+    """Scratch files kept warm between transfers: touching fresh shared pages costs more than the
+    copy itself, so a file, once used, is lent again (to one copy at a time)."""
+
+    KEEP = 4
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._free: List[Scratch] = []
+        self._lock = threading.Lock()
+        self._made = 0
+
+    def take(self, nbytes: int) -> Scratch:
+        with self._lock:
+            fits = [scratch for scratch in self._free if scratch.size >= nbytes]
+            if fits:
+                best = min(fits, key=lambda scratch: scratch.size)
+                self._free.remove(best)
+                return best
+            number = self._made
+            self._made += 1
+        size = max(1 << 20, 1 << (nbytes - 1).bit_length())
+        return Scratch(f"{self._prefix}-scratch-{number}", size)
+
+    def give(self, scratch: Scratch) -> None:
+        with self._lock:
+            self._free.append(scratch)
+            self._free.sort(key=lambda each: each.size)
+            evicted = self._free[: -self.KEEP] if len(self._free) > self.KEEP else []
+            self._free = self._free[len(evicted) :]
+        for each in evicted:
+            each.unlink()
+
+    @property
+    def made(self) -> int:
+        """Scratch files made so far (reuse keeps this small)."""
+        with self._lock:
+            return self._made
+
+    def release_all(self) -> None:
+        with self._lock:
+            free, self._free = self._free, []
+        for each in free:
+            each.unlink()
 
 
 def reclaim_stale(directory: Optional[str] = None) -> int:
@@ -210,3 +313,13 @@ def open_view(ref: ViewRef) -> npt.NDArray[Any]:
         shape, dtype=np.dtype(dtype), buffer=mapped, offset=offset, strides=strides
     )
     return view
+
+
+def open_scratch(path: str) -> Bytes:
+    """Map a scratch file the fabric made (a client's side of ``Scratch``)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        mapped = mmap.mmap(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    return np.frombuffer(mapped, dtype=np.uint8)
