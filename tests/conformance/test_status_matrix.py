@@ -5,7 +5,7 @@ documented (§ = /work/shared/reference/llm_datadist_api.md, "status table" = st
 the real library documents under a condition gets that condition; a code only hardware or a fault can
 cause gets a fault (``world.faults`` or the simulated memory's UCE poison); the legacy model-mode codes
 get the closest condition of the current API under ``SimConfig(legacy_codes=True)``, and the same call
-in a default world shows the code the current API gives there. docs/status_matrix.md is the table.
+in a default world shows the code the current API gives there. the README's status-code section is the table.
 """
 
 from __future__ import annotations
@@ -568,7 +568,7 @@ def test_every_status_code_has_a_test_named_after_it() -> None:
 
 
 def test_the_matrix_document_has_a_row_per_code_with_its_value_and_test() -> None:
-    doc = Path(__file__).resolve().parents[2] / "docs" / "status_matrix.md"
+    doc = Path(__file__).resolve().parents[2] / "README.md"
     rows = [
         line.split("|") for line in doc.read_text(encoding="utf-8").splitlines() if line.startswith("| `LLM_")
     ]

@@ -10,7 +10,7 @@ batch dimension is taken to be the outermost); a blocks cache's block ``j`` like
 ``CacheKey`` into blocks (``pull_blocks`` with a contiguous source) fills the named blocks in order with
 consecutive block-sized chunks of the source batch.
 
-Legacy model-mode codes (``SimConfig(legacy_codes=True)``, docs/status_matrix.md): each under the
+Legacy model-mode codes (``SimConfig(legacy_codes=True)``, the README's status-code table): each under the
 closest condition of the current API, and only when the switch is on — a prefix key bound twice
 (``LLM_PREFIX_ALREADY_EXIST``), a pull of a prefix not loaded (``LLM_PREFIX_NOT_EXIST``), a pull of a
 request key a pull already consumed (``LLM_REQUEST_ALREADY_COMPLETED``), a pull longer than the
