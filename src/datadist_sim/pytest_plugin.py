@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import importlib.machinery
 import random
+import re
 import shlex
 import sys
 import warnings
@@ -53,6 +54,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="N",
         help="seed of every test's SimWorld (default: a random seed, printed in the header)",
+    )
+    group.addoption(
+        "--datadist-trace-dir",
+        default=None,
+        metavar="DIR",
+        help="write the whole trace of each failed test's SimWorld to DIR as JSON lines",
     )
 
 
@@ -247,9 +254,21 @@ def _failure_section(item: pytest.Item, world: SimWorld) -> str:
             f"simulated time: {world.now():.6f} s",
             f"last {len(lines)} of {world.trace.total} trace events:",
             *(f"  {line}" for line in lines),
+            *_trace_file(item, world),
             f"reproduce: pytest {shlex.quote(item.nodeid)} --datadist-seed={world.seed}",
         ]
     )
+
+
+def _trace_file(item: pytest.Item, world: SimWorld) -> List[str]:
+    """With ``--datadist-trace-dir``: the whole buffered trace as JSON lines, one file per failed test."""
+    directory = item.config.getoption("datadist_trace_dir")
+    if not directory:
+        return []
+    path = Path(directory) / (re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid).strip("_") + ".jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    world.trace.to_jsonl(path)
+    return [f"trace: {path}"]
 
 
 # -- assertion helpers ---------------------------------------------------------------------------

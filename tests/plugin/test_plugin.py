@@ -286,6 +286,30 @@ def test_failure_report_shows_seed_trace_and_the_reproducing_command(pytester: p
     assert result.stdout.str().count("reproduce: pytest") == 1
 
 
+def test_trace_dir_keeps_the_whole_trace_of_each_failed_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_traced="""
+        import pytest
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_fails(sim_world, n):
+            for i in range(30):
+                sim_world.record(None, "step", "ok", str(i))
+            assert n == 0
+
+        def test_passes(sim_world):
+            sim_world.record(None, "step", "ok")
+        """
+    )
+    result = pytester.runpytest(*STRICT, "--datadist-trace-dir=traces")
+    result.assert_outcomes(passed=1, failed=2)
+    files = sorted(p.name for p in (pytester.path / "traces").iterdir())
+    assert files == ["test_traced.py_test_fails_1.jsonl", "test_traced.py_test_fails_2.jsonl"]
+    lines = (pytester.path / "traces" / files[0]).read_text().splitlines()
+    assert len(lines) == 30  # all of it, where the report shows the last 20
+    result.stdout.fnmatch_lines(["trace: traces/test_traced.py_test_fails_1.jsonl"])
+
+
 @pytest.mark.skipif(not HAS_SCENARIOS, reason="scenario loading (world.faults.load) has not landed")
 def test_failure_report_names_the_scenario(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
