@@ -211,6 +211,7 @@ def test_random_calls_from_many_threads_keep_the_books(world: SimWorld) -> None:
             name = f"{op} -> {code.name if code else 'LLM_SUCCESS'}"
             seen[name] = seen.get(name, 0) + 1
             STATS[f"threads: {name}"] += 1
+            STATS["thread random calls"] += 1
 
     def attempt(op: str, fn: Callable[..., object], *args: object) -> object:
         try:
