@@ -63,3 +63,14 @@ def test_a_client_whose_fabric_dies_gets_llm_failed_instead_of_hanging(fabric: F
     prompt.tell()  # deallocate_cache now has no fabric to go to
     assert prompt.finish() != 0
     assert any("LLM_FAILED" in line and "fabric is gone" in line for line in prompt.lines)
+
+
+def test_dropped_handles_are_forgotten_and_a_dropped_kv_cache_frees_itself(fabric: Fabric) -> None:
+    program = fabric.start("lifecycle.py")
+    assert int(program.expect("objects_after_200")) <= 3  # the instance, its manager, maybe one cache
+    assert program.expect("segments_held") == "2"
+    assert program.expect("segments_after_drop") == "0"
+    # the real rule: one initialised LLMDataDist per OS process
+    assert program.expect("second_init") == "LLM_FAILED"
+    program.expect("done")
+    assert program.finish() == 0

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -95,6 +95,8 @@ class FabricClient:
         self._proxy_lock = threading.Lock()
         self._callbacks: Dict[int, Any] = {}
         self._scratch_maps: Dict[str, Any] = {}
+        self._received: Dict[int, int] = {}  # handle -> references received, not yet released
+        self._releases: List[int] = []  # handles whose proxy was collected
         self.pid = os.getpid()
         self.channel = Channel(
             sock,
@@ -113,6 +115,10 @@ class FabricClient:
     def request(self, kind: str, *payload: Any) -> Any:
         from datadist_sim.llm_datadist.status import LLMException
 
+        if self._releases:  # carried by this very request, so the fabric forgets them before it runs
+            released = self._take_releases()
+            if released:
+                kind, payload = "released", (released, kind, payload)
         try:
             return self.channel.request(kind, *payload, timeout=self.call_timeout)
         except ChannelClosed as exc:
@@ -168,17 +174,33 @@ class FabricClient:
     def adopt(self, handle: int, proxy: RemoteObject) -> None:
         """Make ``proxy`` the one object that stands for ``handle`` in this process."""
         with self._proxy_lock:
+            self._received[handle] = self._received.get(handle, 0) + 1
             self._proxies[handle] = proxy
+            weakref.finalize(proxy, self._releases.append, handle)
 
     def _proxy(self, handle: int, type_name: str) -> RemoteObject:
         from datadist_sim.fabric.proxies import proxy_class
 
         with self._proxy_lock:
+            self._received[handle] = self._received.get(handle, 0) + 1
             proxy = self._proxies.get(handle)
             if proxy is None:
                 proxy = proxy_class(type_name)(self, handle, type_name)
                 self._proxies[handle] = proxy
+                # a finalizer may run anywhere (even mid-send): it only queues; the next call tells
+                weakref.finalize(proxy, self._releases.append, handle)
             return proxy
+
+    def _take_releases(self) -> List[Tuple[int, int]]:
+        """``(handle, references received)`` for every object this process no longer holds."""
+        items = []
+        with self._proxy_lock:
+            while self._releases:
+                handle = self._releases.pop()
+                if handle in self._proxies:
+                    continue  # a newer proxy stands for it: that one's finalizer will tell
+                items.append((handle, self._received.pop(handle, 0)))
+        return items
 
     # -- serving the fabric: this process's raw memory -------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import os
 import pickle
@@ -66,6 +67,8 @@ class Session:
         self.pid = 0
         self._objects: Dict[int, Any] = {}
         self._handles: Dict[int, int] = {}  # id(object) -> handle
+        self._sent: Dict[int, int] = {}  # handle -> references sent and not yet released
+        self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self.clusters: Dict[int, Mode] = {}
         self.lost: List[int] = []
@@ -83,13 +86,35 @@ class Session:
     # -- handles -------------------------------------------------------------------------------------
 
     def handle_of(self, obj: Any) -> int:
+        """The handle the client will know ``obj`` by; counts one more reference sent to it."""
         with self._lock:
             handle = self._handles.get(id(obj))
             if handle is None:
-                handle = len(self._objects) + 1
+                handle = next(self._numbers)
                 self._objects[handle] = obj
                 self._handles[id(obj)] = handle
+            self._sent[handle] = self._sent.get(handle, 0) + 1
             return handle
+
+    def release(self, items: Sequence[Tuple[int, int]]) -> None:
+        """The client dropped its proxies: forget each object once every reference sent is accounted
+        for (a reference still in flight keeps it). A forgotten ``KvCache`` is then collected here,
+        and its safety net frees it, as a real one going out of scope is."""
+        with self._lock:
+            for handle, count in items:
+                left = self._sent.get(handle, 0) - count
+                if left > 0:
+                    self._sent[handle] = left
+                    continue
+                self._sent.pop(handle, None)
+                obj = self._objects.pop(handle, None)
+                if obj is not None:
+                    self._handles.pop(id(obj), None)
+
+    @property
+    def object_count(self) -> int:
+        with self._lock:
+            return len(self._objects)
 
     def _dumps(self, message: Any) -> bytes:
         buffer = io.BytesIO()
@@ -412,6 +437,10 @@ class FabricServer:
                 raise AttributeError(name)
             setattr(obj, name, value)
             return None
+        if kind == "released":  # objects the client dropped, then the request itself
+            released, kind, payload = payload
+            session.release(released)
+            return self.dispatch(session, kind, payload)
         if kind == "str":
             return str(payload[0])
         if kind == "new":
@@ -478,6 +507,7 @@ class FabricServer:
             return {
                 "clusters": sorted(node.cluster_id for node in self.world.nodes),
                 "processes": len(self.sessions),
+                "objects": sum(session.object_count for session in list(self.sessions)),
                 "shared_segments": self.space.segment_count,
                 "scratch_files_made": self.space.scratch_files_made,
                 "backed_bytes": self.space.backed_bytes,
