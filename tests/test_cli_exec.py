@@ -44,6 +44,12 @@ def test_exec_runs_an_unmodified_program_on_the_fake_and_returns_its_exit_code(
     assert {"op": "init", "outcome": "LLM_SUCCESS", "cluster_id": 3}.items() <= events[-1].items()
 
 
+def test_a_program_that_never_imports_the_fake_is_left_alone(capfd: pytest.CaptureFixture[str]) -> None:
+    probe = "import sys; print(sorted(n for n in sys.modules if 'datadist' in n))"
+    assert main(["exec", "--", PY, "-c", probe]) == 0
+    assert capfd.readouterr().out.strip() == "[]"
+
+
 def test_exec_runs_the_sitecustomize_it_shadows(
     client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -71,7 +77,7 @@ def test_exec_refuses_to_shadow_a_real_llm_datadist_without_force(
 
 
 def test_verbose_turns_on_the_datadist_sim_logger_in_the_program(capfd: pytest.CaptureFixture[str]) -> None:
-    probe = "import logging; print(logging.getLogger('datadist_sim').getEffectiveLevel())"
+    probe = "import logging, llm_datadist; print(logging.getLogger('datadist_sim').getEffectiveLevel())"
     assert main(["-v", "exec", "--", PY, "-c", probe]) == 0
     assert capfd.readouterr().out.strip() == "10"
     assert main(["exec", "--", PY, "-c", probe]) == 0

@@ -2,9 +2,10 @@
 
 A temporary directory put first on ``PYTHONPATH`` holds a ``sitecustomize`` module, so every Python
 process the program starts (the program itself, its workers, a ``bash`` script's ``python``) calls
-``boot()`` at start-up: ``datadist_sim.install()``, the seed, logging and the trace, all from environment
-variables. It then hands over to the ``sitecustomize`` it shadows, if there is one. Nothing is written
-to site-packages, and the directory is removed when the program ends.
+``boot()`` the first time it imports ``llm_datadist``, ``llm_datadist_v1`` or ``datadist_sim``:
+``datadist_sim.install()``, the seed, logging and the trace, all from environment variables. A process
+that imports none of them pays nothing. The ``sitecustomize`` it shadows, if any, still runs. Nothing is
+written to site-packages, and the directory is removed when the program ends.
 """
 
 from __future__ import annotations
@@ -28,18 +29,49 @@ EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
 
 _SITECUSTOMIZE = '''\
-"""Written by `datadist-sim exec`: install the fake llm_datadist, then run the sitecustomize this shadows."""
+"""Written by `datadist-sim exec`: the first import of llm_datadist, llm_datadist_v1 or datadist_sim
+installs the fake (datadist_sim._exec.boot); the sitecustomize this one shadows still runs."""
 import importlib.machinery
 import importlib.util
 import os
 import sys
 
-try:
-    from datadist_sim._exec import boot
-except ImportError as exc:
-    print(f"datadist-sim exec: {sys.executable} cannot import datadist_sim ({exc})", file=sys.stderr)
-else:
-    boot()
+
+class _InstalledLoader:
+    """Hands the import under way the module boot() has just put in sys.modules. It is taken out until
+    then: importlib would otherwise load that module's own spec again (a second copy of the package)."""
+
+    def __init__(self, name):
+        self._module = sys.modules.pop(name)
+        self._spec = self._module.__spec__
+
+    def create_module(self, spec):
+        return self._module
+
+    def exec_module(self, module):
+        module.__spec__ = self._spec  # the import machinery replaced it with ours
+
+
+class _DatadistSimBoot:
+    names = ("llm_datadist", "llm_datadist_v1", "datadist_sim")
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name not in cls.names:
+            return None
+        sys.meta_path.remove(cls)
+        try:
+            from datadist_sim._exec import boot
+        except ImportError as exc:
+            print(f"datadist-sim exec: {sys.executable} cannot import datadist_sim ({exc})", file=sys.stderr)
+            return None
+        boot()
+        if name not in sys.modules:
+            return None
+        return importlib.util.spec_from_loader(name, _InstalledLoader(name))
+
+
+sys.meta_path.insert(0, _DatadistSimBoot)
 _here = os.path.dirname(os.path.abspath(__file__))
 _rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 _spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _rest)
