@@ -30,9 +30,9 @@ def _cluster_info(port: int = 26000) -> LLMClusterInfo:
     return info
 
 
-def _instance(role: LLMRole, cluster_id: int, listen: str = "") -> LLMDataDist:
+def _instance(role: LLMRole, cluster_id: int, listen: str = "", *, v2: bool = True) -> LLMDataDist:
     dd = LLMDataDist(role, cluster_id)
-    options = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1"}
+    options = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1" if v2 else "0"}
     if listen:
         options["llm.listenIpInfo"] = listen
     dd.init(options)
@@ -156,6 +156,31 @@ def test_the_policy_makes_virtual_time_loops() -> None:
         assert loop.clock is world.clock
     finally:
         loop.close()
+
+
+def test_wrapped_instance_gives_an_awaitable_cache_manager_and_real_bytes_arrive() -> None:
+    import numpy as np
+
+    from datadist_sim import tensor_views
+    from datadist_sim.llm_datadist import CacheDesc, CacheKey, DataType
+
+    world = SimWorld()
+
+    async def main() -> bool:
+        listen = "192.168.1.1:26000"
+        prompt = aio.wrap(await aio.to_thread(_instance, LLMRole.PROMPT, PROMPT, listen, v2=False))
+        decode = aio.wrap(await aio.to_thread(_instance, LLMRole.DECODER, DECODE, v2=False))
+        await decode.link_clusters([_cluster_info()], 5000)
+        desc = CacheDesc(1, [2, 8], DataType.DT_FLOAT16)
+        key = CacheKey(prompt_cluster_id=PROMPT, req_id=1, model_id=0)
+        src = await prompt.kv_cache_manager.allocate_cache(desc, [key])
+        tensor_views(src)[0][0] = np.arange(8)  # batch 0 holds the request's KV
+        dst = await decode.kv_cache_manager.allocate_cache(desc)
+        await decode.kv_cache_manager.pull_cache(key, dst, batch_index=1)
+        return bool(np.array_equal(tensor_views(dst)[0][1], np.arange(8)))
+
+    with world.activate():
+        assert aio.run(main()) is True
 
 
 def test_wrap_passes_plain_attributes_through() -> None:

@@ -126,13 +126,16 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 class _Awaitable:
-    """Every method of the wrapped object as a coroutine function; other attributes pass through."""
+    """Every method of the wrapped object as a coroutine function; its cache managers wrapped too; other
+    attributes pass through."""
 
     def __init__(self, target: Any) -> None:
         self._target = target
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
+        if type(value).__name__.endswith("Manager"):  # datadist.cache_manager, .kv_cache_manager
+            return _Awaitable(value)
         if not callable(value):
             return value
 
@@ -149,7 +152,8 @@ class _Awaitable:
 def wrap(target: Any) -> Any:
     """``await wrap(datadist).link_clusters(clusters, 5000)``: the object's methods, awaitable.
 
-    Properties come back unwrapped (``wrap(datadist.cache_manager)`` for the manager's methods).
+    ``wrap(datadist).cache_manager`` (or ``.kv_cache_manager``) is wrapped as well; other attributes and
+    the values calls return come back as they are.
     """
     return _Awaitable(target)
 
