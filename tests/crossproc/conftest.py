@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
@@ -86,8 +88,9 @@ class Program:
 class Fabric:
     """A fabric process for one test and a way to start programs in its world."""
 
-    def __init__(self, directory: Path, *server_args: str) -> None:
-        self.address = new_address(str(directory))
+    def __init__(self, *server_args: str) -> None:
+        self.directory = tempfile.mkdtemp(prefix="dds-")  # short: socket paths are limited
+        self.address = new_address(self.directory)
         self.env = dict(os.environ)
         self.env[ENV_VAR] = str(self.address)
         self.env["PYTHONUNBUFFERED"] = "1"
@@ -119,11 +122,12 @@ class Fabric:
             self.server.wait(timeout=TIMEOUT_S)
         assert self.server.stdout is not None
         self.server.stdout.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @pytest.fixture
-def fabric(tmp_path: Path) -> Iterator[Fabric]:
-    world = Fabric(tmp_path)
+def fabric() -> Iterator[Fabric]:
+    world = Fabric()
     try:
         yield world
     finally:

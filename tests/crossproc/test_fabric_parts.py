@@ -244,3 +244,24 @@ def test_files_left_by_a_killed_fabric_are_reclaimed(tmp_path: Path) -> None:
         path.write_bytes(b"x")
     assert reclaim_stale(str(tmp_path)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
+
+
+def test_a_socket_path_too_long_for_unix_is_refused_up_front() -> None:
+    with pytest.raises(ValueError, match="longer than a Unix socket allows"):
+        address.parse(f"unix:/{'d' * 120}/fabric.sock?token={TOKEN}")
+
+
+def test_exec_fabric_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datadist_sim.fabric.service import exec_address
+
+    explicit = f"unix:/run/x/fabric.sock?token={TOKEN}"
+    assert exec_address(explicit) == explicit
+    with pytest.raises(ValueError, match="Unix sockets only"):
+        exec_address("tcp://127.0.0.1:1")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.delenv(address.ENV_VAR, raising=False)
+    standing = address.parse(exec_address("auto", seed=5))
+    assert standing.path == address.default_address().path  # two separate `exec --fabric` runs meet here
+    assert standing.options == {"seed": "5"}
+    monkeypatch.setenv(address.ENV_VAR, explicit)
+    assert exec_address("auto", seed=5) == explicit  # one already set wins

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,8 +34,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.parametrize("sample", ["pull_cache_sample.py", "switch_role_sample.py"])
-def test_sample_programs_run_as_two_processes_through_exec(sample: str, tmp_path: Path) -> None:
-    address = new_address(str(tmp_path))
+def test_sample_programs_run_as_two_processes_through_exec(sample: str) -> None:
+    directory = tempfile.mkdtemp(prefix="dds-")  # short: socket paths are limited
+    address = new_address(directory)
     env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
     port = str(_free_port())
     runs = [
@@ -70,6 +73,7 @@ def test_sample_programs_run_as_two_processes_through_exec(sample: str, tmp_path
             if run.poll() is None:
                 run.kill()
                 run.communicate(timeout=TIMEOUT_S)
+        shutil.rmtree(directory, ignore_errors=True)
     for run, out in zip(runs, outputs):
         assert run.returncode == 0, out
     assert "prompt: sample completed" in outputs[0]

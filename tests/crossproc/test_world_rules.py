@@ -27,7 +27,7 @@ first = 1
 def test_a_scenario_loaded_into_the_fabric_applies_to_other_processes(tmp_path: Path) -> None:
     scenario = tmp_path / "busy.toml"
     scenario.write_text(SCENARIO)
-    fabric = Fabric(tmp_path, "--scenario", str(scenario))
+    fabric = Fabric("--scenario", str(scenario))
     try:
         prompt = fabric.start("kv_prompt.py")
         prompt.expect("ready")

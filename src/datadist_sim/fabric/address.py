@@ -16,6 +16,8 @@ from typing import Dict, Mapping, Optional
 from urllib.parse import parse_qs, quote
 
 ENV_VAR = "DATADIST_SIM_FABRIC"
+MAX_SOCKET_PATH = 107
+"""``sun_path`` holds 108 bytes on Linux, the last one a NUL."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ def parse(text: str) -> FabricAddress:
     token = fields.pop("token", "")
     if not path.startswith("/"):
         raise ValueError(f"{ENV_VAR}: the socket path must be absolute, got {path!r}")
+    if len(path.encode()) > MAX_SOCKET_PATH:
+        raise ValueError(f"{ENV_VAR}: the socket path is longer than a Unix socket allows: {path!r}")
     if len(token) < 16:
         raise ValueError(f"{ENV_VAR}: a token of at least 16 characters is required")
     return FabricAddress(path, token, fields)
@@ -60,7 +64,8 @@ def new_address(directory: Optional[str] = None, name: str = "fabric.sock") -> F
     """A fresh address with a fresh token in a private directory (a new temporary one by default)."""
     folder = directory if directory is not None else tempfile.mkdtemp(prefix="datadist-sim-")
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    return FabricAddress(os.path.join(folder, name), secrets.token_hex(16), {})
+    where = FabricAddress(os.path.join(folder, name), secrets.token_hex(16), {})
+    return parse(str(where))  # refuses a path too long for a socket
 
 
 def default_address() -> FabricAddress:

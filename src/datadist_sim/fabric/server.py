@@ -42,6 +42,8 @@ INLINE_BYTES = 256 << 10
 MEMORY_TIMEOUT_S = 30.0
 """Longest wait for a client to read or write its own memory; past it the transfer times out."""
 
+_STALE = object()
+"""Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""
 CALLBACK_TIMEOUT_S = 600.0
 """Longest wait for a client's ``synchronize_layer`` given no timeout of its own."""
 
@@ -141,7 +143,7 @@ class Session:
         def persistent_load(pid: Any) -> Any:
             if pid[0] == "ref":
                 with self._lock:
-                    return self._objects[pid[1]]
+                    return self._objects.get(pid[1], _STALE)
             if pid[0] == "callback":
                 return _remote_synchronizer(self, pid[1])
             raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
@@ -421,6 +423,8 @@ class FabricServer:
     # -- dispatch ------------------------------------------------------------------------------------
 
     def dispatch(self, session: Session, kind: str, payload: Tuple[Any, ...]) -> Any:
+        if kind in ("call", "get", "set", "str") and payload[0] is _STALE:
+            raise RuntimeError("this object no longer exists in the datadist-sim fabric")
         if kind == "call":
             return self._call(session, *payload)
         if kind == "get":
