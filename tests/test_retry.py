@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from datadist_sim import STATUS_TABLE, VirtualClock
 from datadist_sim.llm_datadist import LLMException, LLMStatusCode
@@ -199,3 +201,29 @@ def test_call_reraises_the_last_error_and_non_llm_errors_at_once() -> None:
     with pytest.raises(TypeError):
         immediate().call(bad_args, clock=clock)
     assert len(calls) == 4
+
+
+@given(
+    events=st.lists(st.tuples(st.floats(0.0, 0.5), st.booleans()), min_size=1, max_size=200),
+    ratio=st.floats(0.0, 1.0),
+    min_per_s=st.floats(0.0, 2.0),
+)
+def test_budget_never_grants_more_than_its_share_of_any_window(
+    events: List[Tuple[float, bool]], ratio: float, min_per_s: float
+) -> None:
+    """Property: in every window of ``window_s``, granted retries <= ratio * calls + min_per_s * window."""
+    window = 10.0
+    budget = RetryBudget(ratio=ratio, window_s=window, min_per_s=min_per_s)
+    now, calls, granted = 0.0, [], []
+    for gap, is_retry in events:
+        now += gap * window
+        if is_retry:
+            if budget.withdraw(now):
+                granted.append(now)
+        else:
+            budget.deposit(now)
+            calls.append(now)
+    for t in granted:
+        in_window = [g for g in granted if t - window < g <= t]
+        seen = [c for c in calls if t - window < c <= t]
+        assert len(in_window) <= ratio * len(seen) + min_per_s * window + 1e-9
