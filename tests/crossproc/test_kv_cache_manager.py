@@ -14,6 +14,7 @@ pytestmark = pytest.mark.crossproc
 def test_v1_flow_between_two_processes_moves_the_bytes(fabric: Fabric) -> None:
     prompt = fabric.start("kv_prompt.py")
     assert prompt.expect("tensor1_matches") == "True"  # get_cache_tensors maps the same shared bytes
+    assert prompt.expect("is_kv_cache") == "True 1 2"  # the handle passes the client's isinstance checks
     prompt.expect("ready")
     decode = fabric.start("kv_decode.py")
     assert decode.expect("link") == "LLM_SUCCESS ['LLM_SUCCESS']"

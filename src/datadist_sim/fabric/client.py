@@ -52,7 +52,7 @@ class RemoteObject:
         object.__setattr__(self, "_type_name", type_name)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("_"):  # private state lives in the fabric's object, never fetched
             raise AttributeError(name)
         key = (self._type_name, name)
         if RemoteObject._method_names.get(key):

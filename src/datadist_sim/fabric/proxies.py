@@ -10,7 +10,7 @@ import atexit
 import contextlib
 import threading
 import weakref
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
 from datadist_sim.fabric.client import FabricClient, RemoteObject, current_client
 
@@ -58,9 +58,24 @@ def proxy_class(type_name: str) -> Type[RemoteObject]:
     with _lock:
         cls = _classes.get(type_name)
         if cls is None:
-            cls = type(type_name, (RemoteObject,), {"__module__": __name__})
+            # Cache and KvCache are data handles (properties only): their proxies are instances of the
+            # real classes, so a client's isinstance checks hold; each property, finding no local state,
+            # falls back to the fabric. Managers and tasks have methods, which must not run here.
+            real = _data_handles().get(type_name)
+            bases: Tuple[type, ...] = (RemoteObject,) if real is None else (RemoteObject, real)
+            cls = type(type_name, bases, {"__module__": __name__, "__del__": _no_safety_net})
             _classes[type_name] = cls
         return cls
+
+
+def _no_safety_net(self: Any) -> None:
+    """The fabric's own object carries the safety net (it runs when the handle is released)."""
+
+
+def _data_handles() -> Dict[str, type]:
+    from datadist_sim.llm_datadist.v2._caches import Cache, KvCache
+
+    return {"Cache": Cache, "KvCache": KvCache}
 
 
 @atexit.register

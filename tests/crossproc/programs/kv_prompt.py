@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from _common import PORT, PROMPT_ID, PROMPT_IP, pattern, say, wait_for_go
-from llm_datadist import CacheDesc, CacheKey, DataType, LLMDataDist, LLMRole  # type: ignore[import-not-found]
+from llm_datadist import CacheDesc, CacheKey, DataType, KvCache, LLMDataDist, LLMRole  # type: ignore[import-not-found]
 
 import datadist_sim.fabric
 
@@ -21,6 +21,7 @@ for index, view in enumerate(views):
     view[...] = pattern(index, [REQS, 64], np.float16)
 tensors = kv.get_cache_tensors(cache, 1)
 say("tensor1_matches", bool(np.array_equal(tensors[0].numpy().reshape(views[1].shape), views[1])))
+say("is_kv_cache", isinstance(cache, KvCache), cache.cache_id, len(cache.per_device_tensor_addrs[0]))
 say("ready", cache.cache_id)
 wait_for_go()
 kv.deallocate_cache(cache)
