@@ -30,3 +30,18 @@ def test_v1_flow_between_two_processes_moves_the_bytes(fabric: Fabric) -> None:
     prompt.tell()
     prompt.expect("done")
     assert prompt.finish() == 0
+
+
+def test_two_decode_processes_pull_their_own_requests_from_one_prompt(fabric: Fabric) -> None:
+    prompt = fabric.start("kv_prompt.py")
+    prompt.expect("ready")
+    decodes = [fabric.start("kv_decode.py", "2", "0", "1"), fabric.start("kv_decode.py", "3", "2", "3")]
+    for decode in decodes:  # they link and pull concurrently
+        assert decode.expect("link") == "LLM_SUCCESS ['LLM_SUCCESS']"
+        assert decode.expect("bytes_match") == "True"
+        assert decode.expect("second_pull") == "LLM_KV_CACHE_NOT_EXIST"
+        decode.expect("done")
+    assert [decode.finish() for decode in decodes] == [0, 0]
+    prompt.tell()
+    prompt.expect("done")
+    assert prompt.finish() == 0
