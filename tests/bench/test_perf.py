@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from datadist_sim.bench import perf, perf_scale
+from datadist_sim.bench import main, perf, perf_scale
 from datadist_sim.bench.perf_setup import Figure, Pair, validate_like_pull_cache
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, CacheKeyByIdAndIndex, DataType, LLMException
 
@@ -71,3 +74,15 @@ def test_table_marks_missed_targets() -> None:
     text = perf.table(rows)
     assert "| control | pulls | 10 pulls/s |  |  | >= 50 | NO |" in text
     assert "| data | copy | 1 ms | 0.8 ms (numpy) | 0.8 | >= 0.7 | yes |" in text
+
+
+def test_bench_perf_command_prints_figures_and_writes_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(perf, "scaling", lambda quick: [Figure("scale", "stub", 1.0, "µs")])
+    assert main(["perf", "--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| control | simulated pulls per wall second |" in out
+    assert "| data | pull_cache of 16 MiB (bytes checked: True) |" in out
+    data = json.loads((tmp_path / "perf.json").read_text())
+    assert [f["group"] for f in data["figures"]] == ["control"] * 4 + ["data", "scale"]
