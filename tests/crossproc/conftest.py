@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List, Optional
 
 import pytest
 
-from datadist_sim.fabric.address import ENV_VAR, new_address
+from datadist_sim.fabric.address import ENV_VAR, FabricAddress, new_address
 
 PROGRAMS = Path(__file__).parent / "programs"
 TIMEOUT_S = 60.0
@@ -88,9 +88,10 @@ class Program:
 class Fabric:
     """A fabric process for one test and a way to start programs in its world."""
 
-    def __init__(self, *server_args: str) -> None:
+    def __init__(self, *server_args: str, **options: str) -> None:
         self.directory = tempfile.mkdtemp(prefix="dds-")  # short: socket paths are limited
-        self.address = new_address(self.directory)
+        fresh = new_address(self.directory)
+        self.address = FabricAddress(fresh.path, fresh.token, dict(options))
         self.env = dict(os.environ)
         self.env[ENV_VAR] = str(self.address)
         self.env["PYTHONUNBUFFERED"] = "1"

@@ -3,6 +3,7 @@ memory is reclaimed, and no surviving process hangs."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -50,3 +51,32 @@ def test_killed_prompt_memory_is_reclaimed_and_peers_time_out(fabric: Fabric) ->
     assert decode.expect("relink") == "LLM_LINK_FAILED ['LLM_LINK_FAILED']"  # nobody listens any more
     decode.expect("done")
     assert decode.finish() == 0
+
+
+def test_a_stopped_prompt_times_the_pull_out_in_bounded_time_and_lives_on() -> None:
+    fabric = Fabric(memory_timeout="1")  # how long the fabric waits for a process to serve its memory
+    try:
+        prompt = fabric.start("victim_prompt.py", "stop")
+        decode = fabric.start("survivor_decode.py", "stop")
+        prompt.expect("up")
+        decode.expect("up")
+        prompt.tell()
+        prompt.expect("linked")
+        decode.tell()
+        assert prompt.expect("status") == "OK"
+        assert decode.expect("status") == "OK"
+        prompt.expect("ready")
+        os.kill(prompt.proc.pid, signal.SIGSTOP)  # hung, not dead
+        decode.tell()
+        assert decode.expect("pull") == "LLM_TIMEOUT"
+        assert decode.expect("pull_again") == "LLM_NOT_YET_LINK"  # the timed-out link must be re-made
+        assert decode.expect("untouched") == "True"
+        assert decode.expect("unlink") == "LLM_SUCCESS"
+        decode.expect("done")
+        assert decode.finish() == 0
+        os.kill(prompt.proc.pid, signal.SIGCONT)
+        prompt.tell()
+        prompt.expect("still alive")  # its process was never declared dead
+        assert prompt.finish() == 0
+    finally:
+        fabric.close()

@@ -193,10 +193,11 @@ class RawRouter:
     any other raw pointer belongs to the process whose call is running.
     """
 
-    def __init__(self, on_dead: Callable[[Session], None]) -> None:
+    def __init__(self, on_silent: Callable[[Session, bool], None], timeout_s: float) -> None:
         self._lock = threading.Lock()
         self._ranges: List[Tuple[int, int, Session]] = []
-        self._on_dead = on_dead
+        self._on_silent = on_silent
+        self.timeout_s = timeout_s
 
     def add(self, session: Session, start: int, nbytes: int) -> None:
         with self._lock:
@@ -230,14 +231,14 @@ class RawRouter:
 
     def _request(self, owner: Session, kind: str, *payload: Any) -> Any:
         try:
-            return owner.channel.request(kind, *payload, timeout=MEMORY_TIMEOUT_S)
+            return owner.channel.request(kind, *payload, timeout=self.timeout_s)
         except (ChannelClosed, ChannelTimeout) as exc:
             code = (
                 LLMStatusCode.LLM_TIMEOUT
                 if Mode.CACHE_MANAGER in owner.clusters.values() or not owner.clusters
                 else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
             )
-            self._on_dead(owner)
+            self._on_silent(owner, isinstance(exc, ChannelClosed))
             raise SimError(
                 code, f"process {owner.pid} holding the memory did not answer ({exc}); transfer timed out"
             ) from None
@@ -284,7 +285,9 @@ class FabricServer:
     def __init__(self, address: FabricAddress, world: SimWorld) -> None:
         self.address = address
         self.world = world
-        self.raw = RawRouter(self.died_mid_transfer)
+        self.raw = RawRouter(
+            self.silent_mid_transfer, address.option_float("memory_timeout", MEMORY_TIMEOUT_S)
+        )
         reclaim_stale()
         self.space = SharedAddressSpace(self.raw, backed=world.memory.backed)
         world.memory = self.space
@@ -398,18 +401,23 @@ class FabricServer:
                     self._kill(cluster_id)
                 _log.info("process %s lost: cluster %s killed", session.pid, cluster_id)
 
-    def died_mid_transfer(self, session: Session) -> None:
-        """A process died (or stopped answering) while a transfer needed its memory: the transfer times
-        out, which breaks the link it ran on (re-link to recover), and the process's clusters die.
+    def silent_mid_transfer(self, session: Session, died: bool) -> None:
+        """A process died, or did not answer in time, while a transfer needed its memory: the transfer
+        times out, which breaks the link it ran on (re-link to recover). A dead process's clusters die
+        with it, and every link to them breaks; one merely slow stays alive.
 
         Runs on the transferring thread, which may hold the world's (re-entrant) lock.
         """
-        for dead in session.ran():
+        caller: Optional[Session] = getattr(_context, "session", None)
+        for silent in session.ran():
             for node in self.world.nodes:
-                if dead in node.peers:
-                    self.world.break_link(node.cluster_id, dead)
-        session.channel.close()
-        self.session_lost(session)
+                if silent in node.peers and (
+                    died or (caller is not None and node.cluster_id in caller.clusters)
+                ):
+                    self.world.break_link(node.cluster_id, silent)
+        if died:
+            session.channel.close()
+            self.session_lost(session)
 
     def _kill(self, cluster_id: int) -> None:
         kill = getattr(self.world, "kill", None)

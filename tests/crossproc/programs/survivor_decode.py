@@ -31,7 +31,7 @@ import datadist_sim.fabric
 
 mode = sys.argv[1]
 dd = LLMDataDist(LLMRole.DECODER, DECODE_ID)
-if mode == "cm":
+if mode in ("cm", "stop"):
     dd.init({"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1", "llm.LinkTotalTime": "2"})
     cm = dd.cache_manager
     arrays = [np.zeros((1, 4, 16), dtype=np.float16) for _ in range(2)]
@@ -42,6 +42,12 @@ if mode == "cm":
     say("status", poll_until_ready(dd, comm_id))
     wait_for_go()
     say("pull", code_of(lambda: cm.pull_cache(CacheKey(PROMPT_ID, 1), cache)))  # the Prompt dies serving it
+if mode == "stop":  # the Prompt process is stopped (SIGSTOP), not dead
+    say("pull_again", code_of(lambda: cm.pull_cache(CacheKey(PROMPT_ID, 1), cache)))
+    say("untouched", not any(a.any() for a in arrays))
+    say("unlink", code_of(lambda: dd.unlink(comm_id)))
+    cm.unregister_cache(cache.cache_id)
+elif mode == "cm":
     say("untouched", not any(a.any() for a in arrays))
     say("gone", wait_until_gone(PROMPT_ID))
     say("pull_again", code_of(lambda: cm.pull_cache(CacheKey(PROMPT_ID, 1), cache)))

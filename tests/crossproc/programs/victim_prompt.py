@@ -13,7 +13,7 @@ import datadist_sim.fabric.client
 
 mode = sys.argv[1]
 dd = LLMDataDist(LLMRole.PROMPT, PROMPT_ID)
-if mode == "cm":
+if mode in ("cm", "stop"):
     dd.init({"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1"})
     arrays = [pattern(i, [1, 4, 16], np.float16) for i in range(2)]
     dd.cache_manager.register_cache(
@@ -26,7 +26,8 @@ if mode == "cm":
     comm_id = dd.link("pd", {PROMPT_ID: 0, 2: 1}, RANK_TABLE)
     say("linked")
     say("status", poll_until_ready(dd, comm_id))
-    datadist_sim.fabric.client.before_serving = datadist_sim.fabric.client.kill_self
+    if mode == "cm":
+        datadist_sim.fabric.client.before_serving = datadist_sim.fabric.client.kill_self
 else:
     dd.init(
         {
@@ -43,3 +44,4 @@ else:
 say("ready", datadist_sim.fabric.status()["shared_segments"])
 wait_for_go()
 say("still alive")
+dd.finalize()
