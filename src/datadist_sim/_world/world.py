@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import IO, Dict, Iterator, List, Optional, Set, Tuple
 
+from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import AddressSpace
 from datadist_sim._world.caches import NodeCaches
@@ -324,7 +325,9 @@ class SimWorld:
         kind: str = "event",
     ) -> None:
         """Trace one API call (``kind="call"``, from the face) or world event."""
-        self.trace.record(TraceEvent(self.clock.now(), cluster_id, op, outcome, detail, args, kind))
+        event = TraceEvent(self.clock.now(), cluster_id, op, outcome, detail, args, kind)
+        self.trace.record(event)
+        _log.world_event(event)
 
     def __repr__(self) -> str:
         return f"SimWorld(seed={self.seed}, clusters={sorted(self._nodes)}, clock={self.clock!r})"
