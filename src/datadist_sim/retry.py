@@ -7,9 +7,8 @@ transfer that timed out) and an optional shared ``RetryBudget``. Parts combine w
 (stop, retry) and ``+`` (wait). Time is read from, and slept on, one clock, so ``stop_after_delay`` and
 every wait are simulated seconds, never wall time.
 
-Two ways to drive a policy: ``policy.call(fn, clock=...)`` runs attempts until done (a client's own
-loop); ``policy.start(now)`` gives a ``Session`` whose ``decide(code, now)`` says what to do after each
-attempt, for an event-driven simulation that interleaves many clients.
+``policy.call(fn, clock=...)`` runs attempts until done; ``policy.start(now)`` gives a ``Session`` whose
+``decide(code, now)`` says what to do after each attempt (for event-driven runs of many clients).
 """
 
 from __future__ import annotations
@@ -48,7 +47,14 @@ class RetryState:
 # -- the three kinds of part ----------------------------------------------------------------------
 
 
-class Stop:
+class _Part:
+    label: str
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+class Stop(_Part):
     """Give up after this attempt? ``a | b`` stops when either does, ``a & b`` when both do."""
 
     def __init__(self, test: Callable[[RetryState], bool], label: str) -> None:
@@ -63,11 +69,8 @@ class Stop:
     def __and__(self, other: Stop) -> Stop:
         return Stop(lambda s: self(s) and other(s), f"{self.label} & {other.label}")
 
-    def __repr__(self) -> str:
-        return self.label
 
-
-class Wait:
+class Wait(_Part):
     """Simulated seconds before the next attempt; ``a + b`` adds them."""
 
     def __init__(self, seconds: Callable[[RetryState], float], label: str) -> None:
@@ -79,11 +82,8 @@ class Wait:
     def __add__(self, other: Wait) -> Wait:
         return Wait(lambda s: self(s) + other(s), f"{self.label} + {other.label}")
 
-    def __repr__(self) -> str:
-        return self.label
 
-
-class RetryIf:
+class RetryIf(_Part):
     """Is this outcome worth another attempt (or, for ``relink``, a re-link first)?"""
 
     def __init__(self, test: Callable[[RetryState], bool], label: str) -> None:
@@ -97,9 +97,6 @@ class RetryIf:
 
     def __and__(self, other: RetryIf) -> RetryIf:
         return RetryIf(lambda s: self(s) and other(s), f"({self.label} & {other.label})")
-
-    def __repr__(self) -> str:
-        return self.label
 
 
 def stop_after_attempt(attempts: int) -> Stop:
@@ -150,9 +147,7 @@ def retry_if_retryable() -> RetryIf:
     return RetryIf(lambda s: s.code in wanted, "retry_if_retryable()")
 
 
-retry_always = RetryIf(
-    lambda s: s.code is not None and s.code is not LLMStatusCode.LLM_SUCCESS, "retry_always"
-)
+retry_always = RetryIf(lambda s: s.code not in (None, LLMStatusCode.LLM_SUCCESS), "retry_always")
 retry_never = RetryIf(lambda s: False, "retry_never")
 
 TRANSFER_OPS = frozenset({"pull_cache", "pull_blocks", "transfer_cache_async", "push_cache", "push_blocks"})

@@ -8,7 +8,7 @@ import inspect
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from datadist_sim.bench.workload import Workload
 
@@ -74,25 +74,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return perf_main(quick=args.quick, out=args.out)
 
 
-def _retry(args: argparse.Namespace) -> int:
-    from datadist_sim.bench import report
-    from datadist_sim.bench.retry_bench import POLICIES, SCENARIOS, run
-
-    policies = POLICIES
+def _policies(args: argparse.Namespace, built_in: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The built-in policies (or the ``--policies`` subset) plus ``--add-policy`` ones; None on error."""
+    policies = built_in
     if args.policies:
         wanted = [p.strip() for p in args.policies.split(",") if p.strip()]
-        unknown = [p for p in wanted if p not in POLICIES]
+        unknown = [p for p in wanted if p not in built_in]
         if unknown:
-            print(f"unknown policies {unknown}; built in: {', '.join(POLICIES)}")
-            return 2
-        policies = {p: POLICIES[p] for p in wanted}
+            print(f"unknown policies {unknown}; built in: {', '.join(built_in)}")
+            return None
+        policies = {p: built_in[p] for p in wanted}
     for spec in args.add_policy:
         try:
             name, factory = _plugin(spec)
         except (ValueError, ImportError, AttributeError) as exc:
             print(f"--add-policy {spec!r}: {exc}")
-            return 2
+            return None
         policies = {**policies, name: factory}
+    return policies
+
+
+def _retry(args: argparse.Namespace) -> int:
+    from datadist_sim.bench import report
+    from datadist_sim.bench.retry_bench import POLICIES, SCENARIOS, run
+
+    policies = _policies(args, POLICIES)
+    if policies is None:
+        return 2
     wl = Workload() if args.requests is None else replace(Workload(), requests=args.requests)
     clients = tuple(int(c) for c in args.clients.split(",") if c.strip())
     wall = time.perf_counter()

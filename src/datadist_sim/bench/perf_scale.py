@@ -144,6 +144,16 @@ def memory_after_requests(requests: int) -> float:
         return float(grown)
 
 
+def _relative(
+    group: str, label: str, unit: str, target: str, values: List[Tuple[int, float]]
+) -> List[Figure]:
+    """Rows against the first value of the sweep."""
+    first = values[0][1] or 1.0
+    return [
+        Figure(group, label.format(n), v, unit, first, "first size", v / first, target) for n, v in values
+    ]
+
+
 def scaling(quick: bool) -> List[Figure]:
     links = (1, 16, 64) if quick else (1, 16, 128, 512)
     keys = (10, 1000, 10_000) if quick else (10, 1000, 10_000, 100_000)
@@ -155,31 +165,8 @@ def scaling(quick: bool) -> List[Figure]:
     for row in rows[-len(requests) :]:
         row.unit = "µs/request"
     per_key = [(n, memory_per_live_key(n)) for n in keys[1:]]
-    for n, b in per_key:
-        rows.append(
-            Figure(
-                "memory",
-                f"per live key, {n:,} live",
-                b,
-                "B/key",
-                per_key[0][1],
-                "first size",
-                b / per_key[0][1],
-                "linear in live keys",
-            )
-        )
-    held = [(n, memory_after_requests(n)) for n in ((1000, 5000) if quick else (1000, 10_000, 20_000))]
-    for n, b in held:
-        rows.append(
-            Figure(
-                "memory",
-                f"held after {n:,} finished requests",
-                b / 1024,
-                "KiB",
-                held[0][1] / 1024,
-                "first size",
-                b / max(held[0][1], 1),
-                "not growing with history",
-            )
-        )
+    rows += _relative("memory", "per live key, {:,} live", "B/key", "linear in live keys", per_key)
+    done = (1000, 5000) if quick else (1000, 10_000, 20_000)
+    held = [(n, memory_after_requests(n) / 1024) for n in done]
+    rows += _relative("memory", "held after {:,} finished requests", "KiB", "not growing with history", held)
     return rows
