@@ -236,7 +236,6 @@ def _run(
         ranges = plan()
         _check_uce(world, ranges, remote_is_src)
         commit(ranges)
-        world.record(node.cluster_id, "transfer.done", "ok", f"{sum(r[2] for r in ranges)} B", kind="event")
 
 
 def _plan_pull(
