@@ -1,0 +1,179 @@
+"""One client process as the fabric sees it: its connection, the objects it holds handles to (with
+reference counts, so a dropped proxy lets its object go), and the clusters it runs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import pickle
+import socket
+import threading
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, Tuple
+
+import numpy as np
+
+from datadist_sim._world.cluster import Mode
+from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
+
+if TYPE_CHECKING:
+    from datadist_sim.fabric.server import FabricServer
+
+STALE = object()
+"""Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""
+CALLBACK_TIMEOUT_S = 600.0
+"""Longest wait for a client's ``synchronize_layer`` given no timeout of its own."""
+
+_context = threading.local()
+
+
+@contextlib.contextmanager
+def serving(session: Session) -> Iterator[None]:
+    """Mark this thread as running a request of ``session`` (whose raw pointers are the default)."""
+    _context.session = session
+    try:
+        yield
+    finally:
+        _context.session = None
+
+
+def calling_session() -> Optional[Session]:
+    """The session whose request this thread is running, if any."""
+    found: Optional[Session] = getattr(_context, "session", None)
+    return found
+
+
+def by_handle_types() -> Tuple[type, ...]:
+    from datadist_sim.llm_datadist.v2._caches import Cache, KvCache
+    from datadist_sim.llm_datadist.v2._transfer import CacheTask
+    from datadist_sim.llm_datadist.v2.cache_manager import CacheManager
+    from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
+    from datadist_sim.llm_datadist_v1.kv_cache_manager import KvCacheManager
+
+    return (LLMDataDist, KvCacheManager, CacheManager, Cache, KvCache, CacheTask)
+
+
+class Session:
+    """One client process: its connection, the objects it holds handles to, the clusters it runs."""
+
+    def __init__(self, server: FabricServer, sock: socket.socket, number: int) -> None:
+        self.server = server
+        self.number = number
+        self.pid = 0
+        self._objects: Dict[int, Any] = {}
+        self._handles: Dict[int, int] = {}  # id(object) -> handle
+        self._sent: Dict[int, int] = {}  # handle -> references sent and not yet released
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+        self.clusters: Dict[int, Mode] = {}
+        self.lost: Dict[int, Mode] = {}
+        """Clusters that were still initialised when the process was lost."""
+        self.channel = Channel(
+            sock,
+            self._handle,
+            dumps=self._dumps,
+            loads=self._loads,
+            spawn=True,
+            name=f"session-{number}",
+            on_close=self._closed,
+        )
+
+    # -- handles -------------------------------------------------------------------------------------
+
+    def handle_of(self, obj: Any) -> int:
+        """The handle the client will know ``obj`` by; counts one more reference sent to it."""
+        with self._lock:
+            handle = self._handles.get(id(obj))
+            if handle is None:
+                handle = next(self._numbers)
+                self._objects[handle] = obj
+                self._handles[id(obj)] = handle
+            self._sent[handle] = self._sent.get(handle, 0) + 1
+            return handle
+
+    def release(self, items: Sequence[Tuple[int, int]]) -> None:
+        """The client dropped its proxies: forget each object once every reference sent is accounted
+        for (a reference still in flight keeps it). A forgotten ``KvCache`` is then collected here,
+        and its safety net frees it, as a real one going out of scope is."""
+        dropped = []
+        with self._lock:
+            for handle, count in items:
+                left = self._sent.get(handle, 0) - count
+                if left > 0:
+                    self._sent[handle] = left
+                    continue
+                self._sent.pop(handle, None)
+                obj = self._objects.pop(handle, None)
+                if obj is not None:
+                    self._handles.pop(id(obj), None)
+                    dropped.append(obj)
+        del dropped  # outside the lock: a KvCache's safety net may call into the world
+
+    @property
+    def object_count(self) -> int:
+        with self._lock:
+            return len(self._objects)
+
+    def _dumps(self, message: Any) -> bytes:
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        types = self.server.by_handle
+        space = self.server.space
+
+        def persistent_id(obj: Any) -> Any:
+            if isinstance(obj, types) and getattr(obj, "cache_id", 0) != -1:
+                return ("ref", self.handle_of(obj), type(obj).__name__)
+            if isinstance(obj, np.ndarray):
+                ref = space.locate(obj)
+                if ref is not None:
+                    return ("shm", ref)
+            return None
+
+        pickler.persistent_id = persistent_id  # type: ignore[method-assign]
+        pickler.dump(message)
+        return buffer.getvalue()
+
+    def _loads(self, data: bytes) -> Any:
+        unpickler = pickle.Unpickler(io.BytesIO(data))
+
+        def persistent_load(pid: Any) -> Any:
+            if pid[0] == "ref":
+                with self._lock:
+                    return self._objects.get(pid[1], STALE)
+            if pid[0] == "callback":
+                return _remote_synchronizer(self, pid[1])
+            raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
+
+        unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
+        return unpickler.load()
+
+    # -- requests from the client --------------------------------------------------------------------
+
+    def _handle(self, kind: str, payload: Tuple[Any, ...]) -> Any:
+        with serving(self):
+            return self.server.dispatch(self, kind, payload)
+
+    def ran(self) -> Dict[int, Mode]:
+        """The clusters this process runs, or ran when it was lost, with their modes."""
+        return dict(self.clusters) or dict(self.lost)
+
+    def _closed(self) -> None:
+        self.server.session_lost(self)
+
+
+def _remote_synchronizer(session: Session, target: int) -> Any:
+    """A ``LayerSynchronizer`` whose ``synchronize_layer`` runs in the client process that passed it."""
+    from datadist_sim.llm_datadist.v2._transfer import LayerSynchronizer
+
+    class RemoteSynchronizer(LayerSynchronizer):
+        def synchronize_layer(self, layer_index: int, timeout_in_millis: Optional[int]) -> bool:
+            wait = CALLBACK_TIMEOUT_S if timeout_in_millis is None else timeout_in_millis / 1000 + 5.0
+            try:
+                args = (layer_index, timeout_in_millis)
+                return bool(
+                    session.channel.request("callback", target, "synchronize_layer", args, timeout=wait)
+                )
+            except (ChannelClosed, ChannelTimeout):
+                return False  # its process died or never answered: the layer fails
+
+    return RemoteSynchronizer()
