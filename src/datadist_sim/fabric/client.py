@@ -293,18 +293,14 @@ def current_client() -> Optional[FabricClient]:
     """This process's fabric connection, made on first use when ``DATADIST_SIM_FABRIC`` is set."""
     global _client
     with _client_lock:
-        if _client is not None and _client.pid == os.getpid() and not _client.channel.closed.is_set():
-            return _client  # a forked child must not share its parent's connection: it makes its own
+        if _client is not None and _client.pid == os.getpid():
+            return _client  # once lost, it stays lost: its calls say so (no fresh, empty world)
+        # a forked child must not share its parent's connection: it makes its own
         where = fabric_address.from_env()
         if where is None:
             return None
         _client = connect(where)
         return _client
-
-
-def in_fabric() -> bool:
-    """Whether this process belongs to a cross-process world."""
-    return fabric_address.from_env() is not None
 
 
 def kill_self(kind: str) -> None:
