@@ -265,3 +265,20 @@ def test_exec_fabric_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert standing.options == {"seed": "5"}
     monkeypatch.setenv(address.ENV_VAR, explicit)
     assert exec_address("auto", seed=5) == explicit  # one already set wins
+
+
+def test_fabric_world_settings_parse_to_their_types() -> None:
+    from datadist_sim.fabric.service import sim_config
+
+    config = sim_config(
+        ["link_busy=serialize", "v2_cluster_limit=true", "max_links=8", "poll_interval_s=0.25"]
+    )
+    assert (config.link_busy, config.v2_cluster_limit, config.max_links, config.poll_interval_s) == (
+        "serialize",
+        True,
+        8,
+        0.25,
+    )
+    for bad in ("link_bandwidth={}", "no_such_field=1", "metadata_only=maybe", "max_links"):
+        with pytest.raises(ValueError, match="--config"):
+            sim_config([bad])

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
-from typing import IO, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Optional, Sequence
 
 from datadist_sim.fabric.address import ENV_VAR, FabricAddress, default_address, from_env, new_address, parse
+
+if TYPE_CHECKING:
+    from datadist_sim._world.world import SimConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,6 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="PATH", help="stream the merged trace as JSON lines to PATH")
     parser.add_argument("--idle-exit", type=float, metavar="S", help="exit after S seconds with no process")
     parser.add_argument("--socket-dir", help="directory of a new socket (default: a fresh private one)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a SimConfig field of the world, e.g. link_busy=serialize or v2_cluster_limit=true (repeatable)",
+    )
     parser.add_argument(
         "--user", action="store_true", help="serve at this user's standing address (what exec --fabric joins)"
     )
@@ -39,9 +50,17 @@ def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
         where = new_address(args.socket_dir)
     seed = int(_option(args, where, "seed") or 0)
     speed = _option(args, where, "real-clock")
+    settings = [f"{k[len('config.') :]}={v}" for k, v in where.options.items() if k.startswith("config.")]
+    try:
+        config = sim_config([*settings, *args.config])
+    except ValueError as exc:
+        print(f"datadist-sim fabric: {exc}", file=sys.stderr)
+        return 2
     trace_path = _option(args, where, "trace")
     sink = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115 - open while serving
-    world = SimWorld(seed=seed, clock=RealClock(float(speed)) if speed else None, trace_sink=sink)
+    world = SimWorld(
+        seed=seed, clock=RealClock(float(speed)) if speed else None, config=config, trace_sink=sink
+    )
     scenario = _option(args, where, "scenario")
     if scenario:
         world.faults.load(scenario)
@@ -58,6 +77,28 @@ def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
         if sink is not None:
             sink.close()
     return 0
+
+
+def sim_config(settings: Sequence[str]) -> SimConfig:
+    """A ``SimConfig`` with ``NAME=VALUE`` settings applied (scalar fields, converted to their type)."""
+    from datadist_sim._world.world import SimConfig
+
+    config = SimConfig()
+    kinds = {field.name: field.type for field in dataclasses.fields(SimConfig)}
+    for setting in settings:
+        name, sep, text = setting.partition("=")
+        kind = kinds.get(name.strip())
+        if not sep or kind not in ("float", "int", "bool", "str"):
+            raise ValueError(f"--config {setting!r}: expected NAME=VALUE for a scalar SimConfig field")
+        value: object = text
+        if kind == "bool":
+            if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(f"--config {setting!r}: expected true or false")
+            value = text.lower() in ("1", "true", "yes")
+        elif kind in ("float", "int"):
+            value = float(text) if kind == "float" else int(text)
+        setattr(config, name.strip(), value)
+    return config
 
 
 def exec_address(choice: str, *, seed: Optional[int] = None, trace: Optional[str] = None) -> str:
