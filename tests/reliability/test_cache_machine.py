@@ -251,9 +251,6 @@ class CacheMachine(RuleBasedStateMachine):
     def _link_ok(self, d: int, p: int) -> bool:
         return (d, p) in self.ends and p in self.nodes and (d, p) not in self.broken
 
-    def _key_allowed(self, node: MNode, ek: EngineKey) -> bool:
-        return ek not in node.keys
-
     # -- lifecycle ---------------------------------------------------------------------------------
 
     @rule(cid=st.sampled_from(CLUSTERS))
