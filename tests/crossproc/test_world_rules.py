@@ -3,11 +3,17 @@ and a fabric that dies leaves its clients with an error, not a hang."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from datadist_sim.fabric import address
 from datadist_sim.fabric.channel import ChannelClosed, offer_token
 
 from .conftest import Fabric
@@ -74,3 +80,25 @@ def test_dropped_handles_are_forgotten_and_a_dropped_kv_cache_frees_itself(fabri
     assert program.expect("second_init") == "LLM_FAILED"
     program.expect("done")
     assert program.finish() == 0
+
+
+def test_the_fabric_command_says_where_it_listens_and_cleans_up_on_sigterm() -> None:
+    directory = tempfile.mkdtemp(prefix="dds-")
+    try:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "datadist_sim.cli", "fabric", "--socket-dir", directory, "--seed", "3"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdout is not None
+        with server.stdout:
+            line = server.stdout.readline()
+        name, _, value = line.strip().partition("=")
+        where = address.parse(value)
+        assert (name, os.path.dirname(where.path)) == (address.ENV_VAR, directory)
+        assert Path(where.path).exists()
+        server.terminate()
+        assert server.wait(timeout=60) == 0
+        assert not Path(where.path).exists()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
