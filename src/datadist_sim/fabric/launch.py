@@ -13,10 +13,12 @@ import socket
 import subprocess
 import sys
 import time
+from typing import List
 
 from datadist_sim.fabric.address import ENV_VAR, FabricAddress
 
 ON_DEMAND_IDLE_EXIT_S = 5.0
+_started: List[subprocess.Popen[bytes]] = []
 
 
 def is_listening(where: FabricAddress) -> bool:
@@ -59,7 +61,7 @@ def start(where: FabricAddress, *, idle_exit_s: float = ON_DEMAND_IDLE_EXIT_S) -
     env = dict(os.environ)
     env[ENV_VAR] = str(where)
     with open(where.path + ".log", "ab") as log:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "datadist_sim.fabric", "--idle-exit", str(idle_exit_s)],
             env=env,
             stdin=subprocess.DEVNULL,
@@ -68,3 +70,5 @@ def start(where: FabricAddress, *, idle_exit_s: float = ON_DEMAND_IDLE_EXIT_S) -
             start_new_session=True,
             close_fds=True,
         )
+    _started.append(process)  # held, so it is reaped rather than warned about as a lost child
+    return process
