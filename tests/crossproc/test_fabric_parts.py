@@ -264,7 +264,9 @@ def test_exec_fabric_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert standing.path == address.default_address().path  # two separate `exec --fabric` runs meet here
     assert standing.options == {"seed": "5"}
     monkeypatch.setenv(address.ENV_VAR, explicit)
-    assert exec_address("auto", seed=5) == explicit  # one already set wins
+    assert exec_address("auto") == explicit  # one already set wins
+    assert address.parse(exec_address("auto", seed=5)).options == {"seed": "5"}
+    assert address.parse(exec_address(explicit + "&seed=1", seed=5)).options == {"seed": "1"}
 
 
 def test_fabric_world_settings_parse_to_their_types() -> None:

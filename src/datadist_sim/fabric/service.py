@@ -105,19 +105,19 @@ def exec_address(choice: str, *, seed: Optional[int] = None, trace: Optional[str
     """The ``DATADIST_SIM_FABRIC`` that ``datadist-sim exec --fabric [ADDRESS]`` gives its program.
 
     ``auto``: the one already set, else this user's standing address, so two separately started
-    ``exec --fabric`` programs share one world. ``seed``/``trace`` apply if this start brings it up.
+    ``exec --fabric`` programs share one world. ``seed``/``trace`` join the address's options (unless it
+    names its own) and take effect if the fabric is started on demand by this program.
     """
     if choice != "auto":
-        return str(parse(choice))
-    current = from_env()
-    if current is not None:
-        return str(current)
-    where = default_address()
-    options = {}
+        where = parse(choice)
+    else:
+        current = from_env()
+        where = current if current is not None else default_address()
+    options = dict(where.options)
     if seed is not None:
-        options["seed"] = str(seed)
+        options.setdefault("seed", str(seed))
     if trace is not None:
-        options["trace"] = os.path.abspath(trace)
+        options.setdefault("trace", os.path.abspath(trace))
     return str(FabricAddress(where.path, where.token, options))
 
 
