@@ -30,6 +30,8 @@ from datadist_sim.fabric.shm import open_scratch, open_view
 
 CONNECT_TIMEOUT_S = 20.0
 SCRATCH_MAPS_KEPT = 8
+CALLBACKS_KEPT = 1024
+"""Synchronizers passed to the fabric stay callable for this many later ones (a task outlives few)."""
 CALL_TIMEOUT_S = 600.0
 """Longest wait for any one call (``call_timeout`` in the address overrides it)."""
 
@@ -94,6 +96,7 @@ class FabricClient:
         self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._proxy_lock = threading.Lock()
         self._callbacks: Dict[int, Any] = {}
+        self._callback_lock = threading.Lock()
         self._scratch_maps: Dict[str, Any] = {}
         self._received: Dict[int, int] = {}  # handle -> references received, not yet released
         self._releases: List[int] = []  # handles whose proxy was collected
@@ -150,7 +153,11 @@ class FabricClient:
             if isinstance(obj, RemoteObject):
                 return ("ref", object.__getattribute__(obj, "_handle"))
             if isinstance(obj, LayerSynchronizer):  # user code: it runs here, called from the fabric
-                self._callbacks[id(obj)] = obj
+                with self._callback_lock:
+                    self._callbacks.pop(id(obj), None)
+                    self._callbacks[id(obj)] = obj  # most recent last; the oldest go past the bound
+                    while len(self._callbacks) > CALLBACKS_KEPT:
+                        self._callbacks.pop(next(iter(self._callbacks)))
                 return ("callback", id(obj))
             return None
 
@@ -209,7 +216,9 @@ class FabricClient:
             before_serving(kind)
         if kind == "callback":
             target, method, args = payload
-            return getattr(self._callbacks[target], method)(*args)
+            with self._callback_lock:
+                synchronizer = self._callbacks[target]
+            return getattr(synchronizer, method)(*args)
         if kind in ("mem_read_to", "mem_write_from"):
             return self._serve_scratch(kind, payload)
         (items,) = payload
