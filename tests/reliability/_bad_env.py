@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
-from tests.reliability._common import snapshot
+from tests.reliability._common import link_info, listen_on, snapshot
 
 from datadist_sim._current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
@@ -34,14 +34,6 @@ def cache_desc_of(
     batch: int, num_tensors: int = 2, placement: Placement = Placement.DEVICE, hidden: int = 64
 ) -> CacheDesc:
     return CacheDesc(num_tensors, [batch, 16, hidden], DataType.DT_FLOAT16, placement)
-
-
-def cluster_info(remote: int) -> LLMClusterInfo:
-    c = LLMClusterInfo()
-    c.remote_cluster_id = remote
-    c.append_local_ip_info("192.168.2.1", 0)
-    c.append_remote_ip_info("192.168.1.1", 26000 + remote)
-    return c
 
 
 @dataclass
@@ -94,10 +86,10 @@ def make_env(v1: bool = False) -> Env:
     opts = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1", "llm.MemPoolConfig": pool}
     with activate(world):
         p = LLMDataDist(LLMRole.PROMPT, P_ID)
-        p.init({**opts, "llm.listenIpInfo": f"192.168.1.1:{26000 + P_ID}"})
+        p.init({**opts, "llm.listenIpInfo": listen_on(P_ID)})
         d = LLMDataDist(LLMRole.DECODER, D_ID)
         d.init({**opts, "llm.HostMemPoolConfig": pool})
-    assert d.link_clusters([cluster_info(P_ID)])[0] is S.LLM_SUCCESS
+    assert d.link_clusters([link_info(P_ID)])[0] is S.LLM_SUCCESS
     pcm, dcm = p.cache_manager, d.cache_manager
     caches = {
         "src": pcm.allocate_cache(cache_desc_of(2), [CacheKey(P_ID, 1), CacheKey(P_ID, 2)]),
@@ -124,10 +116,10 @@ def make_env_v1() -> Env:
     opts = {"ge.exec.deviceId": "0", "ge.flowGraphMemMaxSize": str(1 << 20)}
     with activate(world):
         p = LLMDataDist(LLMRole.PROMPT, P_ID)
-        p.init({**opts, "llm.listenIpInfo": f"192.168.1.1:{26000 + P_ID}"})
+        p.init({**opts, "llm.listenIpInfo": listen_on(P_ID)})
         d = LLMDataDist(LLMRole.DECODER, D_ID)
         d.init(opts)
-    assert d.link_clusters([cluster_info(P_ID)])[0] is S.LLM_SUCCESS
+    assert d.link_clusters([link_info(P_ID)])[0] is S.LLM_SUCCESS
     pkm, dkm = p.kv_cache_manager, d.kv_cache_manager
     buffers = [np.zeros(8192, np.uint8) for _ in range(2)]
     caches = {

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
-from tests.reliability._bad_env import D_ID, P_ID, Env, cache_desc_of, cluster_info, names_arg
+from tests.reliability._bad_env import D_ID, P_ID, Env, cache_desc_of, names_arg
+from tests.reliability._common import link_info
 
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
@@ -219,13 +220,13 @@ METHODS = [
     Method(
         "link_clusters",
         decoder,
-        lambda e: {"clusters": [cluster_info(P_ID)], "timeout": 1000},
+        lambda e: {"clusters": [link_info(P_ID)], "timeout": 1000},
         {"clusters": "list[LLMClusterInfo]", "timeout": "int32"},
     ),
     Method(
         "unlink_clusters",
         decoder,
-        lambda e: {"clusters": [cluster_info(P_ID)], "timeout": 1000, "force": False},
+        lambda e: {"clusters": [link_info(P_ID)], "timeout": 1000, "force": False},
         {"clusters": "list[LLMClusterInfo]", "timeout": "int32", "force": "bool"},
     ),
     Method(
@@ -336,14 +337,14 @@ METHODS_V1 = [
     Method(
         "link_clusters",
         decoder,
-        lambda e: {"clusters": [cluster_info(P_ID)], "timeout": 1000},
+        lambda e: {"clusters": [link_info(P_ID)], "timeout": 1000},
         {"clusters": "list[LLMClusterInfo]", "timeout": "int32"},
         v1=True,
     ),
     Method(
         "unlink_clusters",
         decoder,
-        lambda e: {"clusters": [cluster_info(P_ID)], "timeout": 1000, "force": False},
+        lambda e: {"clusters": [link_info(P_ID)], "timeout": 1000, "force": False},
         {"clusters": "list[LLMClusterInfo]", "timeout": "int32", "force": "bool"},
         v1=True,
     ),

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from hypothesis import HealthCheck, settings
 
 from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist.configs import LLMClusterInfo
 
 PROFILE = os.environ.get("DATADIST_SIM_RELIABILITY", "ci")
 NIGHTLY = PROFILE == "nightly"
+
+PROMPT_IP, DECODE_IP = "192.168.1.1", "192.168.2.1"
 
 STATS: Counter[str] = Counter()
 """What the suites explored, printed at the end of the run (``pytest_terminal_summary`` in conftest)."""
@@ -82,3 +85,20 @@ def check_books(world: SimWorld) -> None:
     for node in world.nodes:
         for remote in node.peers:
             assert remote != node.cluster_id
+
+
+def link_info(
+    remote: int, *, port: Optional[int] = None, remote_ip: str = PROMPT_IP, local_ip: str = DECODE_IP
+) -> LLMClusterInfo:
+    """The cluster info a client links with: the remote listens on ``remote_ip:port``
+    (``26000 + remote`` by default, as :func:`listen_on` opens it)."""
+    c = LLMClusterInfo()
+    c.remote_cluster_id = remote
+    c.append_local_ip_info(local_ip, 0)
+    c.append_remote_ip_info(remote_ip, 26000 + remote if port is None else port)
+    return c
+
+
+def listen_on(cid: int) -> str:
+    """The ``llm.listenIpInfo`` of cluster ``cid`` that :func:`link_info` points at."""
+    return f"{PROMPT_IP}:{26000 + cid}"

@@ -16,10 +16,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
+from tests.reliability._common import link_info, listen_on
+
 from datadist_sim._current import activate
 from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
@@ -45,14 +47,6 @@ class LoadReport:
     world: Optional[SimWorld] = None
 
 
-def _info(remote: int) -> LLMClusterInfo:
-    c = LLMClusterInfo()
-    c.remote_cluster_id = remote
-    c.append_local_ip_info("10.1.0.1", 0)
-    c.append_remote_ip_info("10.0.0.1", 20000 + remote)
-    return c
-
-
 def _instance(role: LLMRole, cid: int) -> LLMDataDist:
     opts = {
         "ge.exec.deviceId": "0",
@@ -60,7 +54,7 @@ def _instance(role: LLMRole, cid: int) -> LLMDataDist:
         "llm.MemPoolConfig": '{"memory_size": 1073741824, "page_shift": 16}',
     }
     if role is LLMRole.PROMPT:
-        opts["llm.listenIpInfo"] = f"10.0.0.1:{20000 + cid}"
+        opts["llm.listenIpInfo"] = listen_on(cid)
     dd = LLMDataDist(role, cid)
     dd.init(opts)
     return dd
@@ -102,7 +96,7 @@ def run_load(
         ps = {p: _instance(LLMRole.PROMPT, p) for p in p_ids}
         ds = {d: _instance(LLMRole.DECODER, d) for d in d_ids}
         for dd in ds.values():
-            ret, _ = dd.link_clusters([_info(p) for p in p_ids])
+            ret, _ = dd.link_clusters([link_info(p) for p in p_ids])
             assert ret is S.LLM_SUCCESS, ret
         dsts: Dict[int, Cache] = {
             d: dd.cache_manager.allocate_cache(CacheDesc(2, [DST_BATCH, 128, 1024], DataType.DT_FLOAT16))
@@ -150,8 +144,8 @@ def _one(
 
 
 def _relink(report: LoadReport, d: LLMDataDist, p: int) -> None:
-    d.unlink_clusters([_info(p)], force=True)
-    ret, _ = d.link_clusters([_info(p)])
+    d.unlink_clusters([link_info(p)], force=True)
+    ret, _ = d.link_clusters([link_info(p)])
     report.codes[f"link_clusters {ret.name}"] += 1
     report.relinks += 1
 

@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Type
 
 import pytest
 from tests.reliability._bad_env import P_ID, Env, names_arg
-from tests.reliability._common import STATS
+from tests.reliability._common import STATS, listen_on
 
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
@@ -90,7 +90,7 @@ INIT_CASES = [
     InitCase(
         "listen endpoint in use",
         3,
-        {**_V2, "llm.listenIpInfo": f"192.168.1.1:{26000 + P_ID}"},
+        {**_V2, "llm.listenIpInfo": listen_on(P_ID)},
         LLMException,
         S.LLM_FAILED,
         "in use",

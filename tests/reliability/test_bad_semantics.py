@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Type
 
 import pytest
-from tests.reliability._bad_env import D_ID, P_ID, PAD, Env, cache_desc_of, cluster_info, names_arg
+from tests.reliability._bad_env import D_ID, P_ID, PAD, Env, cache_desc_of, names_arg
 from tests.reliability._bad_methods import v2_manager
-from tests.reliability._common import STATS
+from tests.reliability._common import STATS, link_info
 
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
@@ -41,7 +41,7 @@ def _keys(n: int, cid: int = D_ID, first: int = 10) -> List[CacheKey]:
 
 
 def _many_infos(n: int) -> List[LLMClusterInfo]:
-    return [cluster_info(100 + i) for i in range(n)]
+    return [link_info(100 + i) for i in range(n)]
 
 
 _E, _PI, _NE = LLMException, S.LLM_PARAM_INVALID, S.LLM_KV_CACHE_NOT_EXIST
@@ -144,9 +144,7 @@ CASES = [
         None,
         returns=(S.LLM_CLUSTER_NUM_EXCEED_LIMIT, []),
     ),
-    Case(
-        "link_clusters: timeout 0", lambda e: e.d.link_clusters([cluster_info(P_ID)], 0), _E, _PI, "timeout"
-    ),
+    Case("link_clusters: timeout 0", lambda e: e.d.link_clusters([link_info(P_ID)], 0), _E, _PI, "timeout"),
     Case("link: one member", lambda e: e.d.link("c", {D_ID: 0}, "{}"), _E, _PI, "cluster num"),
     Case(
         "link: five members",
@@ -357,7 +355,7 @@ def test_a_finalized_instance_and_its_stale_handles(env: Env) -> None:
     env.d.finalize()
     before = env.state()
     with pytest.raises(RuntimeError, match="llm datadist is not initialized"):
-        env.d.link_clusters([cluster_info(P_ID)])
+        env.d.link_clusters([link_info(P_ID)])
     with pytest.raises(RuntimeError, match="llm datadist is not initialized"):
         env.d.cache_manager  # noqa: B018
     with pytest.raises(RuntimeError, match="llm datadist is not initialized"):

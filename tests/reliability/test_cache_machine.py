@@ -27,13 +27,13 @@ import numpy as np
 import numpy.typing as npt
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from tests.reliability._common import STATS, machine_settings
+from tests.reliability._common import STATS, link_info, listen_on, machine_settings
 
 from datadist_sim._current import activate
 from datadist_sim._world.address_space import tensor_views
 from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
-from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
@@ -104,22 +104,10 @@ def _options(cid: int) -> Dict[str, str]:
         "llm.HostMemPoolConfig": pool,
     }
     if cid in PROMPTS:
-        opts["llm.listenIpInfo"] = _listen(cid)
+        opts["llm.listenIpInfo"] = listen_on(cid)
     if cid in REMOTE_ACCESSIBLE:
         opts["llm.EnableRemoteCacheAccessible"] = "1"
     return opts
-
-
-def _listen(cid: int) -> str:
-    return f"192.168.1.1:{26000 + cid}"
-
-
-def _info(remote: int) -> LLMClusterInfo:
-    c = LLMClusterInfo()
-    c.remote_cluster_id = remote
-    c.append_local_ip_info("192.168.2.1", 0)
-    c.append_remote_ip_info("192.168.1.1", 26000 + remote)
-    return c
 
 
 @dataclass(eq=False)
@@ -275,7 +263,7 @@ class CacheMachine(RuleBasedStateMachine):
         node = self.nodes.get(cid)
         if node is None:
             return
-        options = {"llm.listenIpInfo": _listen(cid)} if cid in PROMPTS else None
+        options = {"llm.listenIpInfo": listen_on(cid)} if cid in PROMPTS else None
         holds_link = any(a == cid for a, _ in self.ends)
         self._call(
             "switch_role",
@@ -289,7 +277,7 @@ class CacheMachine(RuleBasedStateMachine):
     def link(self, d: int, p: int) -> None:
         if d not in self.nodes:
             return
-        ret, rets = self.nodes[d].dd.link_clusters([_info(p)])
+        ret, rets = self.nodes[d].dd.link_clusters([link_info(p)])
         if p not in self.nodes:
             expected = S.LLM_LINK_FAILED
         elif p in self.hung:
@@ -307,7 +295,7 @@ class CacheMachine(RuleBasedStateMachine):
     def unlink(self, d: int, p: int, force: bool) -> None:
         if d not in self.nodes:
             return
-        ret, rets = self.nodes[d].dd.unlink_clusters([_info(p)], force=force)
+        ret, rets = self.nodes[d].dd.unlink_clusters([link_info(p)], force=force)
         if force:
             expected = S.LLM_SUCCESS
             self.ends.discard((d, p))

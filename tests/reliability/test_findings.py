@@ -14,11 +14,12 @@ from typing import Iterator
 
 import numpy as np
 import pytest
+from tests.reliability._common import link_info, listen_on
 
 from datadist_sim._current import activate
 from datadist_sim._world.address_space import tensor_views
 from datadist_sim._world.world import SimWorld
-from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
@@ -38,7 +39,7 @@ def world() -> Iterator[SimWorld]:
 
 def _prompt(v2: bool = True) -> LLMDataDist:
     dd = LLMDataDist(LLMRole.PROMPT, P_ID)
-    opts = {"ge.exec.deviceId": "0", "llm.listenIpInfo": "192.168.1.1:26000"}
+    opts = {"ge.exec.deviceId": "0", "llm.listenIpInfo": listen_on(P_ID)}
     if v2:
         opts.update(
             {"llm.EnableCacheManager": "1", "llm.MemPoolConfig": json.dumps({"memory_size": 1 << 22})}
@@ -56,14 +57,6 @@ def _decoder(v2: bool = True, **extra: str) -> LLMDataDist:
         )
     dd.init(opts)
     return dd
-
-
-def _info() -> LLMClusterInfo:
-    c = LLMClusterInfo()
-    c.remote_cluster_id = P_ID
-    c.append_local_ip_info("192.168.2.1", 0)
-    c.append_remote_ip_info("192.168.1.1", 26000)
-    return c
 
 
 def test_v1_switch_to_prompt_without_options_is_the_real_type_error(world: SimWorld) -> None:
@@ -95,7 +88,7 @@ def test_v2_switch_role_looks_the_role_up_before_checking_switch_options(world: 
 )
 def test_a_pull_over_an_end_whose_peer_finalized_and_came_back_fails(world: SimWorld) -> None:
     p, d = _prompt(), _decoder()
-    assert d.link_clusters([_info()])[0] is S.LLM_SUCCESS
+    assert d.link_clusters([link_info(P_ID)])[0] is S.LLM_SUCCESS
     p.finalize()
     p = _prompt()
     desc = CacheDesc(2, [1, 8, 16], DataType.DT_FLOAT16)
@@ -122,14 +115,14 @@ def test_push_cache_with_a_source_batch_past_the_cache_is_param_invalid(world: S
     p.init(
         {
             "ge.exec.deviceId": "0",
-            "llm.listenIpInfo": "192.168.1.1:26000",
+            "llm.listenIpInfo": listen_on(P_ID),
             "llm.EnableCacheManager": "1",
             "llm.MemPoolConfig": json.dumps({"memory_size": 1 << 22, "page_shift": 12}),
             **opts,
         }
     )
     d = _decoder(**opts)
-    assert d.link_clusters([_info()])[0] is S.LLM_SUCCESS
+    assert d.link_clusters([link_info(P_ID)])[0] is S.LLM_SUCCESS
     desc = CacheDesc(2, [1, 8, 16], DataType.DT_FLOAT16)
     src, dst = d.cache_manager.allocate_cache(desc), p.cache_manager.allocate_cache(desc)
     for view in tensor_views(world.memory, dst.tensor_addrs, (desc.size,), np.uint8):

@@ -18,13 +18,13 @@ import numpy as np
 import numpy.typing as npt
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from tests.reliability._common import STATS, machine_settings
+from tests.reliability._common import STATS, link_info, listen_on, machine_settings
 
 from datadist_sim._current import activate
 from datadist_sim._world.address_space import tensor_views
 from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
-from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
@@ -50,10 +50,6 @@ def _reserve(batch: int) -> int:
     return NUM_TENSORS * max(PAGE, -(-batch * ROW // PAGE) * PAGE)
 
 
-def _listen(cid: int) -> str:
-    return f"192.168.1.1:{26000 + cid}"
-
-
 def _options(cid: int) -> Dict[str, str]:
     opts = {
         "ge.exec.deviceId": "0",
@@ -62,16 +58,8 @@ def _options(cid: int) -> Dict[str, str]:
         "llm.EnableSwitchRole": "1",
     }
     if cid in PROMPTS:
-        opts["llm.listenIpInfo"] = _listen(cid)
+        opts["llm.listenIpInfo"] = listen_on(cid)
     return opts
-
-
-def _info(remote: int) -> LLMClusterInfo:
-    c = LLMClusterInfo()
-    c.remote_cluster_id = remote
-    c.append_local_ip_info("192.168.2.1", 0)
-    c.append_remote_ip_info("192.168.1.1", 26000 + remote)
-    return c
 
 
 @dataclass(eq=False)
@@ -201,7 +189,7 @@ class KvCacheMachine(RuleBasedStateMachine):
         if node is None:
             return
         role = LLMRole.DECODER if node.role is LLMRole.PROMPT else LLMRole.PROMPT
-        options = {"llm.listenIpInfo": _listen(cid)} if role is LLMRole.PROMPT else {}
+        options = {"llm.listenIpInfo": listen_on(cid)} if role is LLMRole.PROMPT else {}
         holds = any(a == cid for a, _ in self.ends)
         code, _ = self._call(
             "switch_role", S.LLM_EXIST_LINK if holds else None, lambda: node.dd.switch_role(role, options)
@@ -214,7 +202,7 @@ class KvCacheMachine(RuleBasedStateMachine):
         node = self.nodes.get(d)
         if node is None:
             return
-        ret, rets = node.dd.link_clusters([_info(p)])
+        ret, rets = node.dd.link_clusters([link_info(p)])
         server = self.nodes.get(p)
         if node.role is not LLMRole.DECODER:
             want: Tuple[Any, Any] = (S.LLM_PARAM_INVALID, [])
@@ -239,7 +227,7 @@ class KvCacheMachine(RuleBasedStateMachine):
         node = self.nodes.get(d)
         if node is None:
             return
-        ret, rets = node.dd.unlink_clusters([_info(p)], force=force)
+        ret, rets = node.dd.unlink_clusters([link_info(p)], force=force)
         if (d, p) not in self.ends:
             want = (S.LLM_SUCCESS, [S.LLM_NOT_YET_LINK])
         elif force:

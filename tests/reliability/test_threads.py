@@ -15,13 +15,13 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pytest
-from tests.reliability._common import NIGHTLY, STATS, check_books
+from tests.reliability._common import NIGHTLY, STATS, check_books, link_info, listen_on
 
 from datadist_sim._current import activate
 from datadist_sim._world.address_space import tensor_views
 from datadist_sim._world.clock import Clock, RealClock, VirtualClock
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
@@ -46,18 +46,10 @@ def _dd(role: LLMRole, cid: int) -> LLMDataDist:
         "llm.MemPoolConfig": json.dumps({"memory_size": 64 << 20, "page_shift": 12}),
     }
     if role is LLMRole.PROMPT:
-        opts["llm.listenIpInfo"] = f"192.168.1.1:{26000 + cid}"
+        opts["llm.listenIpInfo"] = listen_on(cid)
     dd = LLMDataDist(role, cid)
     dd.init(opts)
     return dd
-
-
-def _info(remote: int) -> LLMClusterInfo:
-    c = LLMClusterInfo()
-    c.remote_cluster_id = remote
-    c.append_local_ip_info("192.168.2.1", 0)
-    c.append_remote_ip_info("192.168.1.1", 26000 + remote)
-    return c
 
 
 def _desc(batch: int) -> CacheDesc:
@@ -107,7 +99,7 @@ def test_contended_pulls_deliver_every_key_exactly_once_while_the_pool_churns(wo
     prompts = {p: _dd(LLMRole.PROMPT, p) for p in PROMPTS}
     decoders = {d: _dd(LLMRole.DECODER, d) for d in DECODERS}
     for dd in decoders.values():
-        ret, _ = dd.link_clusters([_info(p) for p in PROMPTS])
+        ret, _ = dd.link_clusters([link_info(p) for p in PROMPTS])
         assert ret is S.LLM_SUCCESS
     sources: Dict[int, List[Cache]] = {p: [] for p in PROMPTS}
     for p, dd in prompts.items():
@@ -200,7 +192,7 @@ def test_random_calls_from_many_threads_keep_the_books(world: SimWorld) -> None:
     prompts = {p: _dd(LLMRole.PROMPT, p) for p in PROMPTS}
     decoders = {d: _dd(LLMRole.DECODER, d) for d in DECODERS}
     for dd in decoders.values():
-        dd.link_clusters([_info(p) for p in PROMPTS])
+        dd.link_clusters([link_info(p) for p in PROMPTS])
     dsts = {d: dd.cache_manager.allocate_cache(_desc(4)) for d, dd in decoders.items()}
     seen: Dict[str, int] = {}
     lock = threading.Lock()
@@ -253,7 +245,7 @@ def test_random_calls_from_many_threads_keep_the_books(world: SimWorld) -> None:
                     attempt("pull_cache", dd.cache_manager.pull_cache, key, dsts[d], rng.randrange(4))
                 else:
                     op = "unlink_clusters" if roll < 0.9 else "link_clusters"
-                    ret, rets = getattr(dd, op)([_info(p)])
+                    ret, rets = getattr(dd, op)([link_info(p)])
                     assert rets == [ret]
                     note(op, None if ret is S.LLM_SUCCESS else ret)
 
