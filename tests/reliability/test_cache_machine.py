@@ -26,17 +26,23 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 import numpy as np
 import numpy.typing as npt
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 from tests.reliability._common import STATS, link_info, listen_on, machine_settings
+from tests.reliability._machine import (
+    CLUSTERS,
+    DECODERS,
+    OOM_MAYBE,
+    PROMPTS,
+    EngineKey,
+    FabricMachine,
+    Outcome,
+)
 
-from datadist_sim._current import activate
 from datadist_sim._world.address_space import tensor_views
-from datadist_sim._world.faults import Fault
-from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
-from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
-from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
+from datadist_sim.llm_datadist.status import LLMStatusCode
+from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 from datadist_sim.llm_datadist.v2.llm_types import (
     BlocksCacheKey,
     Cache,
@@ -47,9 +53,6 @@ from datadist_sim.llm_datadist.v2.llm_types import (
 )
 
 S = LLMStatusCode
-PROMPTS = (1, 2)
-DECODERS = (11, 12)
-CLUSTERS = PROMPTS + DECODERS
 REMOTE_ACCESSIBLE = (2, 12)
 """Instances with ``llm.EnableRemoteCacheAccessible``: they push; they pull by cache id only."""
 PAGE = 4096
@@ -58,7 +61,6 @@ ROW = 2048
 """Bytes of one batch (or block) of one tensor: a [16, 64] float16 slice."""
 NUM_TENSORS = 2
 PAD = 2**64 - 1
-OOM_MAYBE = "success or LLM_OUT_OF_MEMORY"
 STALE_END = frozenset({None, S.LLM_TIMEOUT, S.LLM_NOT_YET_LINK, S.LLM_LINK_FAILED})
 """A pull over an end whose peer finalized and came back: today it succeeds (the end is not marked);
 the fix (see test_findings.py) makes it fail. The model takes either, and checks the bytes either way."""
@@ -85,9 +87,7 @@ PAIRS = st.one_of(
     st.tuples(st.sampled_from(CLUSTERS), st.sampled_from(CLUSTERS)),
 )
 """(puller, source): mostly a Decoder and a Prompt, sometimes any two (own cluster, unlinked, reversed)."""
-Outcome = Optional[LLMStatusCode]
 Array = npt.NDArray[np.uint8]
-EngineKey = Tuple[str, int, int]
 
 
 def _reserve(batch: int) -> int:
@@ -149,20 +149,16 @@ class MNode:
         return None if mc is None or mc.released or mc.handle is not handle else mc
 
 
-class CacheMachine(RuleBasedStateMachine):
+class CacheMachine(FabricMachine):
+    PAGE = PAGE
+    OOM = S.LLM_OUT_OF_MEMORY
+    FAULT_OPS = FAULT_OPS
+    INJECTED = INJECTED
+    nodes: Dict[int, MNode]
+
     @initialize()
     def start(self) -> None:
-        self.world = SimWorld(seed=5, config=SimConfig(pause_wall_limit_s=0.001))
-        self.ctx = activate(self.world)
-        self.ctx.__enter__()
-        self.rng = np.random.default_rng(5)
-        self.nodes: Dict[int, MNode] = {}
-        self.ends: Set[Tuple[int, int]] = set()
-        self.broken: Set[Tuple[int, int]] = set()
-        self.slow: Set[Tuple[int, int]] = set()
-        self.hung: Dict[int, Any] = {}
-        self.stale: Set[Tuple[int, int]] = set()
-        self.pending: Dict[Tuple[str, int], LLMStatusCode] = {}
+        self.open_world(5)
         for cid in CLUSTERS:
             self._init(cid)
         for d in DECODERS:
@@ -172,16 +168,6 @@ class CacheMachine(RuleBasedStateMachine):
             self.allocate_cache(cid, 2, [0, 1] if cid in PROMPTS else [], False)
             self.allocate_blocks_cache(cid, 4, 0 if cid in PROMPTS else None, False)
             self.allocate_blocks_cache(cid, 4, None, True)
-        STATS["stateful sequences"] += 1
-
-    def teardown(self) -> None:
-        for gate in self.hung.values():
-            gate.__exit__(None, None, None)
-        finalize_all(self.world)
-        self.ctx.__exit__(None, None, None)
-        assert not self.world.nodes
-        assert not self.world.listeners
-        assert self.world.memory.backed_bytes == 0
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -189,20 +175,6 @@ class CacheMachine(RuleBasedStateMachine):
         dd = LLMDataDist(LLMRole.PROMPT if cid in PROMPTS else LLMRole.DECODER, cid)
         dd.init(_options(cid))
         self.nodes[cid] = MNode(dd)
-
-    def _call(self, op: str, allowed: Any, fn: Callable[[], Any]) -> Tuple[Outcome, Any]:
-        """Run ``fn``; its code (None for success) must be ``allowed`` (a code, None, or OOM_MAYBE)."""
-        try:
-            result, code = fn(), None
-        except LLMException as exc:
-            result, code = None, exc.status_code
-        if isinstance(allowed, frozenset):
-            ok: Any = allowed
-        else:
-            ok = {None, S.LLM_OUT_OF_MEMORY} if allowed == OOM_MAYBE else {allowed}
-        assert code in ok, f"got {code}, model allows {allowed}"
-        STATS[f"{op} -> {code.name if code is not None else 'LLM_SUCCESS'}"] += 1
-        return code, result
 
     def _views(self, mc: MCache) -> List[Array]:
         if mc.registered is not None:
@@ -214,27 +186,9 @@ class CacheMachine(RuleBasedStateMachine):
             view[...] = self.rng.integers(0, 256, view.shape, dtype=np.uint8)
         mc.data = [v.copy() for v in self._views(mc)]
 
-    def _free(self, node: MNode, mc: MCache) -> None:
-        for ek in mc.keys:
-            node.keys.pop(ek, None)
-        mc.keys.clear()
-        node.caches.pop(mc.handle.cache_id, None)
-
-    def _drop_key(self, node: MNode, ek: EngineKey) -> None:
-        cache_id, _ = node.keys.pop(ek)
-        mc = node.caches[cache_id]
-        mc.keys.discard(ek)
-        if mc.released and not mc.keys:
-            self._free(node, mc)
-
     def _pick(self, data: st.DataObject, handles: List[Cache], blocks: bool) -> Optional[Cache]:
         chosen = [h for h in handles if h.is_blocks_cache == blocks]
         return data.draw(st.sampled_from(chosen)) if chosen else None
-
-    def _door(self, op: str, cid: int, allowed: Any) -> Any:
-        """A pending injected failure of ``op`` on ``cid`` fires here (after the face's checks), once."""
-        code = self.pending.pop((op, cid), None)
-        return allowed if code is None else code
 
     def _link_ok(self, d: int, p: int) -> bool:
         return (d, p) in self.ends and p in self.nodes and (d, p) not in self.broken
@@ -247,10 +201,7 @@ class CacheMachine(RuleBasedStateMachine):
         if node is None:
             return
         node.dd.finalize()
-        self.stale |= {(a, b) for a, b in self.ends if b == cid}
-        self.ends = {(a, b) for a, b in self.ends if a != cid}
-        self.stale = {(a, b) for a, b in self.stale if a != cid}
-        self.broken = {(a, b) for a, b in self.broken if a != cid}
+        self._forget(cid)
 
     @precondition(lambda self: len(self.nodes) < len(CLUSTERS))
     @rule(cid=st.sampled_from(CLUSTERS))
@@ -286,9 +237,7 @@ class CacheMachine(RuleBasedStateMachine):
             expected = S.LLM_ALREADY_LINK
         else:
             expected = S.LLM_SUCCESS
-            self.ends |= {(d, p), (p, d)}
-            self.broken -= {(d, p), (p, d)}
-            self.stale -= {(d, p), (p, d)}
+            self._linked(d, p)
         assert (ret, rets) == (expected, [expected])
 
     @rule(d=st.sampled_from(DECODERS), p=st.sampled_from(PROMPTS), force=st.booleans())
@@ -311,46 +260,6 @@ class CacheMachine(RuleBasedStateMachine):
         assert (ret, rets) == (expected, [expected])
 
     # -- faults ------------------------------------------------------------------------------------
-
-    @rule(cid=st.sampled_from(CLUSTERS), pages=st.one_of(st.none(), st.integers(0, POOL_PAGES)))
-    def cap_pool(self, cid: int, pages: Optional[int]) -> None:
-        node = self.nodes.get(cid)
-        if node is None:
-            return
-        node.limit = None if pages is None else pages * PAGE
-        pool = self.world.caches[cid].device_pool
-        assert pool is not None
-        pool.set_limit(node.limit)
-        STATS["faults injected"] += pages is not None
-
-    @rule(d=st.sampled_from(DECODERS), p=st.sampled_from(PROMPTS), slow=st.booleans())
-    def slow_link(self, d: int, p: int, slow: bool) -> None:
-        """A slow link makes every transfer outlast ``sync_kv_timeout`` (1 s): LLM_TIMEOUT, link broken."""
-        self.world.set_link_bandwidth(d, p, 100.0 if slow else ROCE_BYTES_PER_S)
-        (self.slow.add if slow else self.slow.discard)((min(d, p), max(d, p)))
-        STATS["faults injected"] += slow
-
-    @rule(cid=st.sampled_from(CLUSTERS), op=st.sampled_from(FAULT_OPS), code=st.sampled_from(INJECTED))
-    def inject_failure(self, cid: int, op: str, code: LLMStatusCode) -> None:
-        """A fault-plan rule: the next ``op`` by ``cid`` to get past its argument checks fails with
-        ``code`` and changes nothing."""
-        if (op, cid) in self.pending:
-            return
-        self.world.faults.add(Fault.fail(code, op=op, cluster=cid, first=1))
-        self.pending[(op, cid)] = code
-        STATS["faults injected"] += 1
-
-    @rule(p=st.sampled_from(PROMPTS))
-    def hang_or_heal(self, p: int) -> None:
-        """A hung Prompt answers no handshake: link times out, a non-force unlink fails."""
-        gate = self.hung.pop(p, None)
-        if gate is not None:
-            gate.__exit__(None, None, None)
-            return
-        gate = self.world.pause(p)
-        gate.__enter__()
-        self.hung[p] = gate
-        STATS["faults injected"] += 1
 
     # -- allocation and registration ---------------------------------------------------------------
 
@@ -530,7 +439,7 @@ class CacheMachine(RuleBasedStateMachine):
         return code
 
     def _after_transfer(self, d: int, p: int) -> Optional[LLMStatusCode]:
-        if (min(d, p), max(d, p)) in self.slow:
+        if self._is_slow(d, p):
             self.broken.add((d, p))
             return S.LLM_TIMEOUT
         return None
@@ -781,12 +690,6 @@ class CacheMachine(RuleBasedStateMachine):
             assert set(store.caches) == set(node.caches)
         assert self.world.memory.backed_bytes == backed
         assert not (set(self.world.caches) - set(self.nodes))
-
-    @invariant()
-    def links_match(self) -> None:
-        assert set(self.world.links()) == self.ends
-        for d, p in self.ends:
-            assert self.world.node(d).peers[p].broken == ((d, p) in self.broken)  # type: ignore[union-attr]
 
     @invariant()
     def bytes_match(self) -> None:

@@ -12,38 +12,31 @@ cannot be told, and what a second deallocate does. Invariants as in ``test_cache
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import numpy.typing as npt
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import initialize, invariant, rule
 from tests.reliability._common import STATS, link_info, listen_on, machine_settings
+from tests.reliability._machine import CLUSTERS, DECODERS, OOM_MAYBE, PROMPTS, EngineKey, FabricMachine
 
-from datadist_sim._current import activate
 from datadist_sim._world.address_space import tensor_views
-from datadist_sim._world.faults import Fault
-from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
-from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
-from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
+from datadist_sim.llm_datadist.status import LLMStatusCode
+from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 from datadist_sim.llm_datadist.v2.llm_types import CacheDesc, CacheKey, KvCache
 
 S = LLMStatusCode
-PROMPTS = (1, 2)
-DECODERS = (11, 12)
-CLUSTERS = PROMPTS + DECODERS
 PAGE = 1 << 16
 POOL_PAGES = 12
 ROW = 2048
 NUM_TENSORS = 2
 OOM = S.LLM_DEVICE_OUT_OF_MEMORY
-OOM_MAYBE = "success or LLM_DEVICE_OUT_OF_MEMORY"
 INJECTED = (S.LLM_LINK_BUSY, S.LLM_FAILED, S.LLM_DEVICE_MEM_ERROR)
 FAULT_OPS = ("allocate_cache", "deallocate_cache", "remove_cache_key", "copy_cache", "pull_cache")
 Array = npt.NDArray[np.uint8]
-EngineKey = Tuple[str, int, int]
 
 
 def _reserve(batch: int) -> int:
@@ -89,21 +82,16 @@ class MNode:
         return None if mc is None or mc.released or mc.handle is not handle else mc
 
 
-class KvCacheMachine(RuleBasedStateMachine):
+class KvCacheMachine(FabricMachine):
+    PAGE = PAGE
+    OOM = OOM
+    FAULT_OPS = FAULT_OPS
+    INJECTED = INJECTED
+    nodes: Dict[int, MNode]
+
     @initialize()
     def start(self) -> None:
-        self.world = SimWorld(seed=6, config=SimConfig(pause_wall_limit_s=0.001))
-        self.ctx = activate(self.world)
-        self.ctx.__enter__()
-        self.rng = np.random.default_rng(6)
-        self.nodes: Dict[int, MNode] = {}
-        self.ends: Set[Tuple[int, int]] = set()
-        self.broken: Set[Tuple[int, int]] = set()
-        self.slow: Set[Tuple[int, int]] = set()
-        self.hung: Dict[int, Any] = {}
-        self.pending: Dict[Tuple[str, int], LLMStatusCode] = {}
-        self.stale: Set[Tuple[int, int]] = set()
-        """Ends whose peer finalized (see STALE_END in test_cache_machine)."""
+        self.open_world(6)
         for cid in CLUSTERS:
             self._init(cid)
         for d in DECODERS:
@@ -113,15 +101,6 @@ class KvCacheMachine(RuleBasedStateMachine):
             self.allocate_cache(p, 2, [0, 1])
         for d in DECODERS:
             self.allocate_cache(d, 2, [])
-        STATS["stateful sequences"] += 1
-
-    def teardown(self) -> None:
-        for gate in self.hung.values():
-            gate.__exit__(None, None, None)
-        finalize_all(self.world)
-        self.ctx.__exit__(None, None, None)
-        assert not self.world.nodes
-        assert self.world.memory.backed_bytes == 0
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -131,39 +110,8 @@ class KvCacheMachine(RuleBasedStateMachine):
         dd.init(_options(cid))
         self.nodes[cid] = MNode(dd, role)
 
-    def _call(self, op: str, allowed: Any, fn: Callable[[], Any]) -> Tuple[Optional[LLMStatusCode], Any]:
-        try:
-            result, code = fn(), None
-        except LLMException as exc:
-            result, code = None, exc.status_code
-        ok = (
-            allowed
-            if isinstance(allowed, frozenset)
-            else ({None, OOM} if allowed == OOM_MAYBE else {allowed})
-        )
-        assert code in ok, f"{op}: got {code}, model allows {allowed}"
-        STATS[f"v1 {op} -> {code.name if code is not None else 'LLM_SUCCESS'}"] += 1
-        return code, result
-
-    def _door(self, op: str, cid: int, allowed: Any) -> Any:
-        code = self.pending.pop((op, cid), None)
-        return allowed if code is None else code
-
     def _views(self, mc: MCache) -> List[Array]:
         return tensor_views(self.world.memory, mc.addrs, (mc.batch, ROW), np.uint8)  # type: ignore[return-value]
-
-    def _free(self, node: MNode, mc: MCache) -> None:
-        for ek in mc.keys:
-            node.keys.pop(ek, None)
-        mc.keys.clear()
-        node.caches.pop(mc.handle.cache_id, None)
-
-    def _drop_key(self, node: MNode, ek: EngineKey) -> None:
-        cache_id, _ = node.keys.pop(ek)
-        mc = node.caches[cache_id]
-        mc.keys.discard(ek)
-        if mc.released and not mc.keys:
-            self._free(node, mc)
 
     # -- lifecycle and links -------------------------------------------------------------------------
 
@@ -172,10 +120,7 @@ class KvCacheMachine(RuleBasedStateMachine):
         node = self.nodes.pop(cid, None)
         if node is not None:
             node.dd.finalize()
-            self.stale |= {(a, b) for a, b in self.ends if b == cid}
-            self.ends = {(a, b) for a, b in self.ends if a != cid}
-            self.broken = {(a, b) for a, b in self.broken if a != cid}
-            self.stale = {(a, b) for a, b in self.stale if a != cid}
+            self._forget(cid)
 
     @rule(cid=st.sampled_from(CLUSTERS))
     def reinit(self, cid: int) -> None:
@@ -214,11 +159,9 @@ class KvCacheMachine(RuleBasedStateMachine):
             want = (S.LLM_SUCCESS, [S.LLM_ALREADY_LINK])
         else:
             want = (S.LLM_SUCCESS, [S.LLM_SUCCESS])
-            self.ends |= {(d, p), (p, d)}
-            self.broken -= {(d, p), (p, d)}
-            self.stale -= {(d, p), (p, d)}
+            self._linked(d, p)
         assert (ret, rets) == want
-        STATS[f"v1 link_clusters -> {ret.name}"] += 1
+        STATS[f"KvCacheMachine link_clusters -> {ret.name}"] += 1
 
     @rule(d=st.sampled_from(CLUSTERS), p=st.sampled_from(PROMPTS), force=st.booleans())
     def unlink(self, d: int, p: int, force: bool) -> None:
@@ -259,41 +202,6 @@ class KvCacheMachine(RuleBasedStateMachine):
         self._call("check_link_status", allowed, lambda: node.dd.check_link_status(p))
 
     # -- faults --------------------------------------------------------------------------------------
-
-    @rule(cid=st.sampled_from(CLUSTERS), pages=st.one_of(st.none(), st.integers(0, POOL_PAGES)))
-    def cap_pool(self, cid: int, pages: Optional[int]) -> None:
-        node = self.nodes.get(cid)
-        if node is None:
-            return
-        node.limit = None if pages is None else pages * PAGE
-        pool = self.world.caches[cid].device_pool
-        assert pool is not None
-        pool.set_limit(node.limit)
-        STATS["faults injected"] += pages is not None
-
-    @rule(d=st.sampled_from(DECODERS), p=st.sampled_from(PROMPTS), slow=st.booleans())
-    def slow_link(self, d: int, p: int, slow: bool) -> None:
-        self.world.set_link_bandwidth(d, p, 100.0 if slow else ROCE_BYTES_PER_S)
-        (self.slow.add if slow else self.slow.discard)((min(d, p), max(d, p)))
-        STATS["faults injected"] += slow
-
-    @rule(p=st.sampled_from(PROMPTS))
-    def hang_or_heal(self, p: int) -> None:
-        gate = self.hung.pop(p, None)
-        if gate is not None:
-            gate.__exit__(None, None, None)
-            return
-        gate = self.world.pause(p)
-        gate.__enter__()
-        self.hung[p] = gate
-        STATS["faults injected"] += 1
-
-    @rule(cid=st.sampled_from(CLUSTERS), op=st.sampled_from(FAULT_OPS), code=st.sampled_from(INJECTED))
-    def inject_failure(self, cid: int, op: str, code: LLMStatusCode) -> None:
-        if (op, cid) not in self.pending:
-            self.world.faults.add(Fault.fail(code, op=op, cluster=cid, first=1))
-            self.pending[(op, cid)] = code
-            STATS["faults injected"] += 1
 
     # -- caches --------------------------------------------------------------------------------------
 
@@ -404,7 +312,7 @@ class KvCacheMachine(RuleBasedStateMachine):
             allowed |= {self.pending.get(("pull_cache", d))}
         else:
             allowed = self._door("pull_cache", d, None)
-            if allowed is None and (min(d, p), max(d, p)) in self.slow:
+            if allowed is None and self._is_slow(d, p):
                 allowed = S.LLM_WAIT_PROCESS_TIMEOUT
                 self.broken.add((d, p))
         code, _ = self._call(
@@ -471,12 +379,6 @@ class KvCacheMachine(RuleBasedStateMachine):
                 for view, want in zip(self._views(mc), mc.data):
                     assert np.array_equal(view, want)
         assert self.world.memory.backed_bytes == backed
-
-    @invariant()
-    def links_match(self) -> None:
-        assert set(self.world.links()) == self.ends
-        for d, p in self.ends:
-            assert self.world.node(d).peers[p].broken == ((d, p) in self.broken)  # type: ignore[union-attr]
 
 
 TestKvCacheMachine = KvCacheMachine.TestCase
