@@ -1,4 +1,5 @@
-"""Threads: many clients pulling over shared links and allocating from one pool at once.
+"""Threads: many clients pulling over shared links and allocating from one pool at once, and pulls racing
+the Prompt's own ``transfer_cache_async`` on the same links.
 
 Every run is bounded (a fixed number of operations per thread) and guarded against hangs: a thread
 still alive after ``HANG_S`` of wall time is reported as a deadlock, not waited on forever. What is
@@ -25,7 +26,13 @@ from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
-from datadist_sim.llm_datadist.v2.llm_types import Cache, CacheDesc, CacheKey
+from datadist_sim.llm_datadist.v2.llm_types import (
+    Cache,
+    CacheDesc,
+    CacheKey,
+    LayerSynchronizer,
+    TransferConfig,
+)
 
 S = LLMStatusCode
 HANG_S = 120.0
@@ -259,3 +266,125 @@ def test_random_calls_from_many_threads_keep_the_books(world: SimWorld) -> None:
     ends = set(world.links())
     assert ends == {(b, a) for a, b in ends}, "no half-open link without force unlink or finalize"
     assert seen.get("pull_cache -> LLM_SUCCESS", 0) > 0
+
+
+class _Ready(LayerSynchronizer):
+    """Every layer is computed already."""
+
+    def synchronize_layer(self, layer_index: int, timeout_in_millis: Optional[int]) -> bool:
+        return True
+
+
+def test_pulls_and_async_transfers_share_links_without_mixing_bytes() -> None:
+    """Decoders pull from a Prompt while the Prompt sends to them with ``transfer_cache_async`` over the
+    same links, on the real clock so the two overlap. The documented conflict (§11) is ``LLM_LINK_BUSY``:
+    a refused pull consumes nothing and succeeds on retry; a refused transfer stops at a layer boundary,
+    so each layer it was sending holds either its old bytes or exactly the sent ones."""
+    config = SimConfig(link_setup_s=0.001, bandwidth_bytes_per_s=4e6)
+    world = SimWorld(seed=12, clock=RealClock(), config=config)
+    two_layers = CacheDesc(4, [1, 16, 64], DataType.DT_FLOAT16)  # two layers of two 2 KiB tensors
+    reqs = list(range(16))
+    with activate(world):
+        p = _dd(LLMRole.PROMPT, PROMPTS[0])
+        ds = {d: _dd(LLMRole.DECODER, d) for d in DECODERS[:2]}
+        for dd in ds.values():
+            assert dd.link_clusters([link_info(PROMPTS[0])])[0] is S.LLM_SUCCESS
+        for r in reqs:
+            src = p.cache_manager.allocate_cache(two_layers, [CacheKey(PROMPTS[0], r)])
+            p.cache_manager.deallocate_cache(src)  # lives as long as its key
+            for t, view in enumerate(
+                tensor_views(world.memory, src_addrs(world, PROMPTS[0], r), (ROW,), np.uint8)
+            ):
+                view[...] = _pattern(PROMPTS[0], r)[t % 2]
+        sent = p.cache_manager.allocate_cache(two_layers)
+        _set(world, sent.tensor_addrs, 0xAB)
+        pull_desc = CacheDesc(4, [len(reqs), 16, 64], DataType.DT_FLOAT16)
+        dsts = {d: dd.cache_manager.allocate_cache(pull_desc) for d, dd in ds.items()}
+        attempts: List[Tuple[Cache, LLMStatusCode]] = []
+        pulls_done = threading.Event()
+        delivered: List[int] = []
+
+        def puller(d: int) -> Callable[[], None]:
+            def run() -> None:
+                for r in reqs[d % 2 :: 2]:
+                    code = _pull_until_not_busy(ds[d], CacheKey(PROMPTS[0], r), dsts[d], r)
+                    delivered.append(code)
+
+            return run
+
+        def sender() -> None:
+            extra = 2
+            while extra:
+                extra -= pulls_done.is_set()
+                for d, dd in ds.items():
+                    landing = dd.cache_manager.allocate_cache(two_layers)
+                    _set(world, landing.tensor_addrs, 0)
+                    task = p.cache_manager.transfer_cache_async(
+                        sent, _Ready(), [TransferConfig(d, landing.tensor_addrs)]
+                    )
+                    attempts.append((landing, task.synchronize()))
+                    STATS[f"threads: transfer_cache_async -> {attempts[-1][1].name}"] += 1
+
+        pullers = [puller(d) for d in ds]
+
+        def pull_all() -> None:
+            errors = _run(pullers)
+            pulls_done.set()
+            assert not errors, errors[:3]
+
+        errors = _run([pull_all, sender])
+        assert not errors, errors[:3]
+        assert sum(delivered) == len(reqs), "every key was delivered once"
+        for d, dst in dsts.items():
+            views = tensor_views(world.memory, dst.tensor_addrs, (len(reqs), ROW), np.uint8)
+            for r in reqs[d % 2 :: 2]:
+                for t in range(4):
+                    assert np.array_equal(views[t][r], _pattern(PROMPTS[0], r)[t % 2])
+        assert not world.caches[PROMPTS[0]].key_table, "every key consumed exactly once"
+        for landing, code in attempts:
+            assert code in (S.LLM_SUCCESS, S.LLM_LINK_BUSY), code
+            views = tensor_views(world.memory, landing.tensor_addrs, (ROW,), np.uint8)
+            layers = [_layer_state(views[2 * i : 2 * i + 2]) for i in (0, 1)]
+            assert "mixed" not in layers, layers
+            if code is S.LLM_SUCCESS:
+                assert layers == ["sent", "sent"]
+            else:
+                assert layers in (["old", "old"], ["sent", "old"]), "a refused transfer stops at a layer"
+        assert any(code is S.LLM_SUCCESS for _, code in attempts)
+        check_books(world)
+        finalize_all(world)
+    assert world.memory.backed_bytes == 0
+
+
+def src_addrs(world: SimWorld, cluster: int, req: int) -> List[int]:
+    """The tensor addresses of the cache ``req``'s key names on ``cluster`` (its handle was dropped)."""
+    store = world.caches[cluster]
+    cache_id, _ = store.key_table[("req", req, 0)]
+    return list(store.caches[cache_id].addrs)
+
+
+def _set(world: SimWorld, addrs: List[int], value: int) -> None:
+    for view in tensor_views(world.memory, addrs, (ROW,), np.uint8):
+        view[...] = value
+
+
+def _layer_state(views: List[np.ndarray]) -> str:
+    if all((v == 0).all() for v in views):
+        return "old"
+    if all((v == 0xAB).all() for v in views):
+        return "sent"
+    return "mixed"
+
+
+def _pull_until_not_busy(dd: LLMDataDist, key: CacheKey, dst: Cache, index: int) -> int:
+    """Pull, retrying while the link is busy with a transfer; 1 once it succeeded."""
+    while True:
+        try:
+            dd.cache_manager.pull_cache(key, dst, index)
+        except LLMException as exc:
+            if exc.status_code is not S.LLM_LINK_BUSY:
+                raise
+            STATS["threads: pull_cache -> LLM_LINK_BUSY"] += 1
+            continue
+        STATS["threads: pull_cache -> LLM_SUCCESS"] += 1
+        return 1
