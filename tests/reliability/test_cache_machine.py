@@ -61,9 +61,9 @@ ROW = 2048
 """Bytes of one batch (or block) of one tensor: a [16, 64] float16 slice."""
 NUM_TENSORS = 2
 PAD = 2**64 - 1
-STALE_END = frozenset({None, S.LLM_TIMEOUT, S.LLM_NOT_YET_LINK, S.LLM_LINK_FAILED})
-"""A pull over an end whose peer finalized and came back: today it succeeds (the end is not marked);
-the fix (see test_findings.py) makes it fail. The model takes either, and checks the bytes either way."""
+STALE_END = frozenset({S.LLM_NOT_YET_LINK})
+"""A transfer over an end whose peer finalized and came back: the peer holds no link back, so it is
+``LLM_NOT_YET_LINK`` (test_findings.py has the regression test)."""
 FAULT_OPS = (
     "allocate_cache",
     "allocate_blocks_cache",
@@ -191,7 +191,8 @@ class CacheMachine(FabricMachine):
         return data.draw(st.sampled_from(chosen)) if chosen else None
 
     def _link_ok(self, d: int, p: int) -> bool:
-        return (d, p) in self.ends and p in self.nodes and (d, p) not in self.broken
+        """Both ends held (a peer that force-unlinked or came back holds none: ``LLM_NOT_YET_LINK``)."""
+        return (d, p) in self.ends and (p, d) in self.ends and p in self.nodes and (d, p) not in self.broken
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -416,7 +417,7 @@ class CacheMachine(FabricMachine):
             return S.LLM_KV_CACHE_NOT_EXIST
         if d == p:
             return S.LLM_PARAM_INVALID
-        if not self._link_ok(d, p):
+        if not self._link_ok(d, p) or (d, p) in self.stale:
             return S.LLM_NOT_YET_LINK
         return None
 
@@ -555,7 +556,7 @@ class CacheMachine(FabricMachine):
         if not live:
             return
         src = data.draw(st.sampled_from(live))
-        src_batch = min(src_batch, src.batch - 1)  # past the source is a reported bug (test_findings.py)
+        src_batch = min(src_batch, src.batch - 1)  # past the source: test_findings.py
         remote = self.nodes.get(p)
         ids = sorted({h.cache_id for h in remote.handles}) if remote is not None else []
         cache_id = data.draw(st.sampled_from(ids or [1]))

@@ -1,10 +1,9 @@
 """What the reliability suites found, one regression test each.
 
 Fixed here: ``switch_role`` argument handling as the real package orders it (found by the bad-input
-suite). Reported, not fixed here (the transfer engine is not this suite's file), and marked
-``xfail(strict=True)`` so the fix turns each into a failure to remove the mark: a pull over a link end
-whose peer finalized and came back succeeds; ``push_cache`` with a source batch past the source cache
-pushes whatever lies beyond it.
+suite). Fixed in the transfer engine: a pull over a link end whose peer finalized and came back is
+``LLM_NOT_YET_LINK`` (the peer holds no link back); ``push_cache`` with a source batch past the source
+cache is ``LLM_PARAM_INVALID``.
 """
 
 from __future__ import annotations
@@ -80,12 +79,6 @@ def test_v2_switch_role_looks_the_role_up_before_checking_switch_options(world: 
         d.switch_role(None, "not a dict")  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(pytest.fail.Exception, AssertionError),
-    reason="reported: the Decoder's end of a link to a Prompt that finalized stays usable once the Prompt "
-    "re-initialises (transfer._remote checks only this end and that the peer is alive)",
-)
 def test_a_pull_over_an_end_whose_peer_finalized_and_came_back_fails(world: SimWorld) -> None:
     p, d = _prompt(), _decoder()
     assert d.link_clusters([link_info(P_ID)])[0] is S.LLM_SUCCESS
@@ -102,13 +95,6 @@ def test_a_pull_over_an_end_whose_peer_finalized_and_came_back_fails(world: SimW
         assert not (view == 7).all(), "no bytes crossed a link the new Prompt never made"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(pytest.fail.Exception, AssertionError),
-    reason="reported: transfer._contiguous_ranges range-checks the destination batch but not the source "
-    "batch, so push_cache with src_batch_index past the source reads the page padding (or a neighbour) "
-    "and writes it into the remote batch",
-)
 def test_push_cache_with_a_source_batch_past_the_cache_is_param_invalid(world: SimWorld) -> None:
     opts = {"llm.EnableRemoteCacheAccessible": "1"}
     p = LLMDataDist(LLMRole.PROMPT, P_ID)

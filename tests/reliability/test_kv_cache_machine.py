@@ -301,15 +301,14 @@ class KvCacheMachine(FabricMachine):
             allowed = S.LLM_KV_CACHE_NOT_EXIST
         elif d == p:
             allowed = S.LLM_PARAM_INVALID
-        elif (d, p) not in self.ends or p not in self.nodes or (d, p) in self.broken:
+        elif (
+            (d, p) not in self.ends or (p, d) not in self.ends or p not in self.nodes or (d, p) in self.broken
+        ):
             allowed = S.LLM_NOT_YET_LINK
         elif src is None:
             allowed = S.LLM_KV_CACHE_NOT_EXIST
         elif index >= dst.batch:
             allowed = S.LLM_PARAM_INVALID
-        elif (d, p) in self.stale:
-            allowed = frozenset({None, S.LLM_WAIT_PROCESS_TIMEOUT, S.LLM_NOT_YET_LINK, S.LLM_LINK_FAILED})
-            allowed |= {self.pending.get(("pull_cache", d))}
         else:
             allowed = self._door("pull_cache", d, None)
             if allowed is None and self._is_slow(d, p):

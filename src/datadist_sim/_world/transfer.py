@@ -64,6 +64,8 @@ def _contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params:
         raise SimError(_P, "blocks and contiguous caches cannot be mixed in pull_cache")
     if batch_index >= dst.batch_size:
         raise SimError(_P, f"batch_index {batch_index} >= local batch size {dst.batch_size}")
+    if not 0 <= src_batch < src.batch_size:
+        raise SimError(_P, f"source batch {src_batch} out of range [0, {src.batch_size})")
     src_off = max(src_off, 0)
     dst_off = max(dst_off, 0)
     nbytes = src.batch_bytes - src_off if size == -1 else size
@@ -129,6 +131,11 @@ def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> No
     remote = world.node(remote_id)
     if peer is None or peer.since > world.now() or remote is None or not remote.alive:
         raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"cluster {remote_id} is not linked")
+    if node.cluster_id not in remote.peers:
+        raise SimError(
+            LLMStatusCode.LLM_NOT_YET_LINK,
+            f"cluster {remote_id} holds no link back (it unlinked, or finalized and came back)",
+        )
     if peer.broken:
         raise SimError(
             LLMStatusCode.LLM_NOT_YET_LINK,
