@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from datadist_sim._progress import Progress
 from datadist_sim.bench import faults as bench_faults
 from datadist_sim.bench.metrics import RunMetrics, measure, timeline
 from datadist_sim.bench.workload import Driver, Workload
@@ -102,12 +103,18 @@ def run_matrix(
     timing: Optional[bench_faults.Timing] = None,
 ) -> List[Cell]:
     timing = timing or timing_for(wl)
-    return [
-        run_cell(wl, name, factory, scenario, rate, timing)
+    jobs = [
+        (scenario, rate, name, factory)
         for scenario, rates in scenarios
         for rate in rates
         for name, factory in policies.items()
     ]
+    cells: List[Cell] = []
+    with Progress(len(jobs), "retry matrix") as bar:
+        for scenario, rate, name, factory in jobs:
+            bar.update(len(cells), f"{scenario} x{rate} {name}")
+            cells.append(run_cell(wl, name, factory, scenario, rate, timing))
+    return cells
 
 
 def clients_sweep(
