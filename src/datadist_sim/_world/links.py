@@ -74,15 +74,15 @@ def _v1_link(
     world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float
 ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
     if node.role is not Role.DECODER:
-        return _finish(world, node, "link_clusters", S.LLM_PARAM_INVALID, [], 0.0)
+        return _finish(world, S.LLM_PARAM_INVALID, [], 0.0)
     outcomes = _v1_locked(
         world, node, requests, lambda req: _connect(world, node, req, timeout_s, S.LLM_WAIT_PROCESS_TIMEOUT)
     )
     if isinstance(outcomes, LLMStatusCode):
-        return _finish(world, node, "link_clusters", outcomes, [], 0.0)
+        return _finish(world, outcomes, [], 0.0)
     rets = [code for code, _ in outcomes]
     overall = S.LLM_LINK_FAILED if any(code in _ROLLED_BACK for code in rets) else S.LLM_SUCCESS
-    return _finish(world, node, "link_clusters", overall, rets, max(t for _, t in outcomes))
+    return _finish(world, overall, rets, max(t for _, t in outcomes))
 
 
 def _v1_unlink(
@@ -92,11 +92,11 @@ def _v1_unlink(
         world, node, requests, lambda req: _v1_disconnect(world, node, req, timeout_s, force)
     )
     if isinstance(outcomes, LLMStatusCode):
-        return _finish(world, node, "unlink_clusters", outcomes, [], 0.0)
+        return _finish(world, outcomes, [], 0.0)
     rets = [code for code, _ in outcomes]
     tolerated = (S.LLM_SUCCESS, S.LLM_NOT_YET_LINK)
     overall = S.LLM_SUCCESS if all(code in tolerated for code in rets) else S.LLM_UNLINK_FAILED
-    return _finish(world, node, "unlink_clusters", overall, rets, max(t for _, t in outcomes))
+    return _finish(world, overall, rets, max(t for _, t in outcomes))
 
 
 def _v1_locked(
@@ -145,11 +145,11 @@ def _v2_link(
     world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float
 ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
     if not requests:
-        return _finish(world, node, "link_clusters", S.LLM_PARAM_INVALID, [], 0.0)
+        return _finish(world, S.LLM_PARAM_INVALID, [], 0.0)
     if world.config.v2_cluster_limit and len(requests) > world.config.max_clusters_per_call:
-        return _finish(world, node, "link_clusters", S.LLM_CLUSTER_NUM_EXCEED_LIMIT, [], 0.0)
+        return _finish(world, S.LLM_CLUSTER_NUM_EXCEED_LIMIT, [], 0.0)
     outcomes = [_v2_connect(world, node, req, timeout_s) for req in requests]
-    return _finish_v2(world, node, "link_clusters", outcomes)
+    return _finish_v2(world, outcomes)
 
 
 def _v2_connect(world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float) -> Outcome:
@@ -164,11 +164,11 @@ def _v2_unlink(
     world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_s: float, force: bool
 ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
     if not requests:
-        return _finish(world, node, "unlink_clusters", S.LLM_PARAM_INVALID, [], 0.0)
+        return _finish(world, S.LLM_PARAM_INVALID, [], 0.0)
     if world.config.v2_cluster_limit and len(requests) > world.config.max_clusters_per_call:
-        return _finish(world, node, "unlink_clusters", S.LLM_CLUSTER_NUM_EXCEED_LIMIT, [], 0.0)
+        return _finish(world, S.LLM_CLUSTER_NUM_EXCEED_LIMIT, [], 0.0)
     outcomes = [_v2_disconnect(world, node, req, timeout_s, force) for req in requests]
-    return _finish_v2(world, node, "unlink_clusters", outcomes)
+    return _finish_v2(world, outcomes)
 
 
 def _v2_disconnect(
@@ -203,14 +203,13 @@ def _v2_disconnect(
     return S.LLM_SUCCESS, rtt
 
 
-def _finish_v2(
-    world: SimWorld, node: ClusterNode, op: str, outcomes: List[Outcome]
-) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+def _finish_v2(world: SimWorld, outcomes: List[Outcome]) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    """The overall code of a v2 call is its last failure (hixl), or success."""
     rets = [code for code, _ in outcomes]
     overall = S.LLM_SUCCESS
     for code in rets:
         overall = code if code is not S.LLM_SUCCESS else overall
-    return _finish(world, node, op, overall, rets, max(t for _, t in outcomes))
+    return _finish(world, overall, rets, max(t for _, t in outcomes))
 
 
 # -- shared ------------------------------------------------------------------------------------
@@ -262,13 +261,9 @@ def _server_for(world: SimWorld, endpoints: Tuple[Endpoint, ...]) -> Optional[Cl
 
 
 def _finish(
-    world: SimWorld,
-    node: ClusterNode,
-    op: str,
-    overall: LLMStatusCode,
-    rets: List[LLMStatusCode],
-    elapsed: float,
+    world: SimWorld, overall: LLMStatusCode, rets: List[LLMStatusCode], elapsed: float
 ) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    """Let the call's time pass (the API face traces the call itself)."""
     world.elapse(elapsed)
     return overall, rets
 
