@@ -220,8 +220,9 @@ def _run(
         elif rule.action == "poison" and ranges:
             dst, src, size = ranges[0]
             address = src if remote_is_src == (rule.side == "remote") else dst
-            world.memory.poison(address, max(min(size, 64), 1))
-            world.faults.note_poison(rule, address, max(min(size, 64), 1))
+            span = max(min(size, 64), 1)
+            world.memory.poison(address, span)
+            world.faults.note_poison(rule, address, span)
         elif rule.action == "cut_link":
             half = min(seconds / 2, node.settings.sync_kv_timeout_ms / 1000.0)
             world.elapse(half)

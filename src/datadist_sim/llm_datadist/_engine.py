@@ -19,6 +19,7 @@ from datadist_sim._world.errors import SimError
 from datadist_sim._world.faults import LINK_OPS, TRANSFER_OPS, Call, enter_op, leave_op
 from datadist_sim._world.transfer import timeout_code
 from datadist_sim.llm_datadist.status import handle_llm_status
+from datadist_sim.llm_datadist.utils.utils import UINT64_MAX
 
 if TYPE_CHECKING:
     from datadist_sim._world.cluster import ClusterNode
@@ -84,9 +85,6 @@ def _result_outcome(result: object) -> tuple[str, str]:
     return "LLM_SUCCESS", name if isinstance(name, str) else ""
 
 
-_INVALID_ID = 2**64 - 1
-
-
 def _compact(value: object) -> Optional[str]:
     """Short forms of the face's own objects (keys by their ids, caches by id, descs by shape)."""
     name = type(value).__name__
@@ -94,7 +92,7 @@ def _compact(value: object) -> Optional[str]:
         parts = []
         for attr in ("cluster_id", "cache_id", "batch_index", "req_id", "prefix_id", "model_id"):
             item = getattr(value, attr, None)
-            if isinstance(item, int) and item != _INVALID_ID and not (attr == "model_id" and item == 0):
+            if isinstance(item, int) and item != UINT64_MAX and not (attr == "model_id" and item == 0):
                 parts.append(f"{attr}={item}")
         return f"{name}({', '.join(parts)})"
     if name == "LLMClusterInfo":
