@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import types
@@ -129,3 +130,42 @@ def test_every_python_the_program_starts_gets_the_fake_and_its_own_trace_file(
     assert main(["exec", "--seed", "4", "--trace", str(trace), "--", "sh", "-c", script]) == 0
     assert capfd.readouterr().out.splitlines() == ["face datadist_sim.llm_datadist seed 4"] * 2
     assert len(list(tmp_path.glob("trace-*.jsonl"))) == 2
+
+
+LINK_NOWHERE = """
+import llm_datadist
+
+dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.DECODER, 1)
+dd.init({"ge.exec.deviceId": "0"})
+info = llm_datadist.LLMClusterInfo()
+info.remote_cluster_id = 7
+info.append_local_ip_info("10.0.0.2", 0)
+info.append_remote_ip_info("10.0.0.9", 1)
+print(dd.link_clusters([info], 1000)[0].name)
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="uses sh")
+def test_exec_coverage_adds_up_the_codes_of_every_process_of_the_program(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "link_nowhere.py"
+    program.write_text(LINK_NOWHERE)
+    script = f"{PY} {program} && {PY} {program}"
+    assert main(["exec", "--coverage", "--", "sh", "-c", script]) == 0
+    captured = capfd.readouterr()
+    assert captured.out.splitlines() == ["LLM_LINK_FAILED"] * 2
+    assert re.search(r"LLM_LINK_FAILED\s+1343270921\s+2\s+link_clusters 2", captured.err), captured.err
+    assert "over 4 API calls" in captured.err
+    assert "1 of 28 codes other than LLM_SUCCESS reached client code" in captured.err
+
+
+def test_exec_coverage_fail_under_turns_a_successful_program_into_exit_1(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "link_nowhere.py"
+    program.write_text(LINK_NOWHERE)
+    assert main(["exec", "--coverage-fail-under", "2", "--", PY, str(program)]) == 1
+    assert "(required: 2; NOT met)" in capfd.readouterr().err
+    assert main(["exec", "--coverage-fail-under", "1", "--", PY, str(program)]) == 0
+    assert "(required: 1; met)" in capfd.readouterr().err

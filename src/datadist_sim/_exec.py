@@ -11,18 +11,24 @@ written to site-packages, and the directory is removed when the program ends.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    from datadist_sim._coverage import CodeCoverage
 
 ENV_SEED = "DATADIST_SIM_SEED"
 ENV_FORCE = "DATADIST_SIM_FORCE"
 ENV_LOG = "DATADIST_SIM_LOG"
 ENV_TRACE = "DATADIST_SIM_TRACE"
+ENV_COVERAGE = "DATADIST_SIM_COVERAGE"
+"""A private directory where each process writes the codes its client code received (``--coverage``)."""
 EXIT_REFUSED = 3
 """A real ``llm_datadist`` would be shadowed (pass ``--force``)."""
 EXIT_CANNOT_EXECUTE = 126
@@ -105,6 +111,29 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
     if env.get(ENV_TRACE):
         path = env[ENV_TRACE].replace("{pid}", str(os.getpid()))
         atexit.register(lambda: datadist_sim.default_world().trace.to_jsonl(path))
+    if env.get(ENV_COVERAGE):
+        _count_codes(Path(env[ENV_COVERAGE]))
+
+
+def _count_codes(directory: Path) -> None:
+    """``exec --coverage`` in this process: count every call of every world, and at exit write the
+    counts to ``directory/PID.json`` for the parent. A fabric client's calls run in the fabric, which
+    counts them per process: they are fetched from there instead."""
+    from datadist_sim._coverage import CodeCoverage
+
+    coverage = CodeCoverage().start()
+    os.register_at_fork(after_in_child=coverage.reset)  # a forked child counts only its own calls
+
+    def write() -> None:
+        from datadist_sim.fabric.client import existing_client
+
+        client = existing_client()
+        if client is not None:
+            with contextlib.suppress(Exception):  # a fabric that is gone has nothing more to give
+                coverage.merge(CodeCoverage.from_dict(client.function("coverage")))
+        coverage.dump(directory / f"{os.getpid()}.json")
+
+    atexit.register(write)
 
 
 def program_env(
@@ -142,20 +171,35 @@ def run_program(
     log_level: Optional[int] = None,
     trace: Optional[str] = None,
     extra_env: Optional[Mapping[str, str]] = None,
+    coverage: Optional[CodeCoverage] = None,
 ) -> int:
     """Run ``argv`` with the fake installed; its exit code (128 + N when killed by signal N,
-    126/127 when it cannot be run)."""
+    126/127 when it cannot be run). With ``coverage``, the status codes every Python process's client
+    code received are added to it when the program ends (a process that ends by ``os._exit`` or a
+    signal writes none)."""
     with tempfile.TemporaryDirectory(prefix="datadist-sim-exec-") as boot_dir:
         Path(boot_dir, "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
         env = program_env(boot_dir, seed=seed, force=force, log_level=log_level, trace=trace, extra=extra_env)
+        counts = Path(boot_dir, "coverage")
+        if coverage is not None:
+            counts.mkdir(mode=0o700)
+            env[ENV_COVERAGE] = str(counts)
         try:
-            code = subprocess.call(list(argv), env=env)
-        except FileNotFoundError:
-            print(f"datadist-sim exec: {argv[0]}: command not found", file=sys.stderr)
-            return EXIT_NOT_FOUND
-        except PermissionError:
-            print(f"datadist-sim exec: {argv[0]}: permission denied", file=sys.stderr)
-            return EXIT_CANNOT_EXECUTE
-        except KeyboardInterrupt:
-            return 128 + signal.SIGINT
+            return _call(argv, env)
+        finally:
+            if coverage is not None:
+                coverage.merge(type(coverage).load_all(sorted(counts.glob("*.json"))))
+
+
+def _call(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    try:
+        code = subprocess.call(list(argv), env=env)
+    except FileNotFoundError:
+        print(f"datadist-sim exec: {argv[0]}: command not found", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except PermissionError:
+        print(f"datadist-sim exec: {argv[0]}: permission denied", file=sys.stderr)
+        return EXIT_CANNOT_EXECUTE
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
     return 128 - code if code < 0 else code

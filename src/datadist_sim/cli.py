@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from datadist_sim._status_table import STATUS_TABLE, StatusInfo
+
+if TYPE_CHECKING:
+    from datadist_sim._coverage import CodeCoverage
 
 
 def _select(name_filter: Optional[str], retryable: Optional[str]) -> List[StatusInfo]:
@@ -122,14 +125,34 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if not program:
         print("datadist-sim exec: name a program to run: datadist-sim exec -- PROGRAM ARGS", file=sys.stderr)
         return 2
-    return run_program(
+    coverage = _exec_coverage(args)
+    code = run_program(
         program,
         seed=args.seed,
         force=args.force,
         log_level=logging.DEBUG if args.verbose else None,
         trace=None if args.fabric is not None else args.trace,  # a fabric writes the one merged trace
         extra_env=_exec_fabric_env(args),
+        coverage=coverage,
     )
+    if coverage is None:
+        return code
+    print(
+        f"\ndatadist-sim exec: error-path coverage\n{coverage.report(args.coverage_fail_under)}",
+        file=sys.stderr,
+    )
+    if code == 0 and args.coverage_fail_under is not None and not coverage.meets(args.coverage_fail_under):
+        return 1
+    return code
+
+
+def _exec_coverage(args: argparse.Namespace) -> Optional[CodeCoverage]:
+    """The counts ``exec --coverage`` gathers from every process of the program (None without it)."""
+    if not args.coverage and args.coverage_fail_under is None:
+        return None
+    from datadist_sim._coverage import CodeCoverage
+
+    return CodeCoverage()
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -170,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     exe = sub.add_parser(
         "exec",
         help="run an unmodified program with the fake installed as llm_datadist",
-        usage="datadist-sim exec [--seed N] [--trace PATH] [--force] [--fabric [ADDRESS]] "
+        usage="datadist-sim exec [--seed N] [--trace PATH] [--force] [--fabric [ADDRESS]] [--coverage] "
+        "[--coverage-fail-under N] "
         "-- PROGRAM [ARGS ...]",
     )
     exe.add_argument("--seed", type=int, help="seed of each Python process's default world")
@@ -178,6 +202,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace", metavar="PATH", help="write each process's trace as JSON lines ({pid} expands)"
     )
     exe.add_argument("--force", action="store_true", help="shadow a real llm_datadist if one is importable")
+    exe.add_argument(
+        "--coverage",
+        action="store_true",
+        help="at the end, print which status codes the program's client code received, from which "
+        "operations, and the documented conditions never exercised (stderr)",
+    )
+    exe.add_argument(
+        "--coverage-fail-under",
+        type=int,
+        metavar="N",
+        help="exit 1 when the program succeeded but fewer than N distinct codes other than LLM_SUCCESS "
+        "reached its client code (implies --coverage)",
+    )
     exe.add_argument(
         "--fabric",
         nargs="?",
@@ -207,7 +244,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit codes: 0 success; 1 nothing matched, the demo's checks failed or a scenario's promised code
     did not appear; 2 usage error, or the benchmarks are not installed; 3 a real llm_datadist would be
     shadowed (``exec`` without ``--force``). ``exec`` otherwise exits with the program's own code (126/127
-    when it cannot be run, 128 + N when signal N killed it)."""
+    when it cannot be run, 128 + N when signal N killed it; 1 when it succeeded but ``--coverage-fail-under``
+    was not met)."""
     args = build_parser().parse_args(argv)
     if args.verbose:
         from datadist_sim import _log

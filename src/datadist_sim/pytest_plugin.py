@@ -27,6 +27,7 @@ from typing import Any, Generator, Iterator, List, Optional, Set, Type, Union
 import pytest
 
 from datadist_sim import _log
+from datadist_sim._coverage import CodeCoverage
 from datadist_sim._install import installed, is_installed
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.clock import VirtualClock
@@ -39,6 +40,7 @@ __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
 SEED = pytest.StashKey[int]()
 WORLD = pytest.StashKey[SimWorld]()
 SCENARIO = pytest.StashKey[str]()
+COVERAGE = pytest.StashKey[CodeCoverage]()
 TRACE_LINES = 20
 CodeLike = Union[LLMStatusCode, int, str, Any]
 
@@ -61,6 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="write the whole trace of each failed test's SimWorld to DIR as JSON lines",
     )
+    _add_coverage_options(group)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     seed = config.getoption("datadist_seed")
     config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(2**32)
+    _start_coverage(config)
 
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
@@ -269,6 +273,59 @@ def _trace_file(item: pytest.Item, world: SimWorld) -> List[str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     world.trace.to_jsonl(path)
     return [f"trace: {path}"]
+
+
+# -- error-path coverage -------------------------------------------------------------------------
+
+
+def _add_coverage_options(group: pytest.OptionGroup) -> None:
+    group.addoption(
+        "--datadist-coverage",
+        action="store_true",
+        default=False,
+        help="end with a table of the status codes client code received (raised or returned), from which "
+        "operations, and the documented conditions of the status table never exercised",
+    )
+    group.addoption(
+        "--datadist-coverage-fail-under",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fail the run when fewer than N distinct codes other than LLM_SUCCESS reached client code "
+        "(implies --datadist-coverage)",
+    )
+
+
+def _start_coverage(config: pytest.Config) -> None:
+    """Count from the first test on, in every world any test builds (``datadist_sim._coverage``)."""
+    if config.getoption("datadist_coverage") or config.getoption("datadist_coverage_fail_under") is not None:
+        config.stash[COVERAGE] = CodeCoverage().start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run that passed fails when ``--datadist-coverage-fail-under`` is not met."""
+    coverage = session.config.stash.get(COVERAGE, None)
+    if coverage is None:
+        return
+    coverage.stop()
+    fail_under = session.config.getoption("datadist_coverage_fail_under")
+    if fail_under is not None and not coverage.meets(fail_under) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    coverage = config.stash.get(COVERAGE, None)
+    if coverage is None:
+        return
+    terminalreporter.section("datadist-sim error-path coverage")
+    terminalreporter.write_line(coverage.report(config.getoption("datadist_coverage_fail_under")))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    coverage = config.stash.get(COVERAGE, None)
+    if coverage is not None:
+        coverage.stop()
 
 
 # -- assertion helpers ---------------------------------------------------------------------------

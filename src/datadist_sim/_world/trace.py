@@ -12,9 +12,31 @@ import threading
 from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Dict, Iterable, Iterator, List, Optional, Union
+from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 PathOrFile = Union[str, Path, IO[str]]
+Observer = Callable[["TraceEvent"], None]
+
+_observers: Tuple[Observer, ...] = ()
+"""Called with every event of every world's trace (``observe``); replaced whole, never mutated, so
+``record`` reads it without a lock."""
+_observers_lock = threading.Lock()
+
+
+def observe(callback: Observer) -> Callable[[], None]:
+    """Have ``callback`` see every event recorded by any world from now on, before the bounded buffer
+    can drop it (tools that count, like the error-path coverage report); returns the function that
+    stops it. The callback runs under the recording trace's lock: keep it short, never record from it."""
+    global _observers
+    with _observers_lock:
+        _observers = (*_observers, callback)
+
+    def stop() -> None:
+        global _observers
+        with _observers_lock:
+            _observers = tuple(o for o in _observers if o is not callback)
+
+    return stop
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,8 @@ class Trace:
             self.total += 1
             if self._sink is not None:
                 self._sink.write(event.to_json() + "\n")
+            for observer in _observers:
+                observer(event)
 
     def __iter__(self) -> Iterator[TraceEvent]:
         with self._lock:

@@ -312,6 +312,12 @@ def current_client() -> Optional[FabricClient]:
         return _client
 
 
+def existing_client() -> Optional[FabricClient]:
+    """This process's fabric connection if it has made one (never connects)."""
+    with _client_lock:
+        return _client if _client is not None and _client.pid == os.getpid() else None
+
+
 def kill_self(kind: str) -> None:
     """``before_serving`` for a test: this process dies (SIGKILL) as it is asked to serve memory."""
     os.kill(os.getpid(), signal.SIGKILL)

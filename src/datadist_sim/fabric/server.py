@@ -23,7 +23,9 @@ import threading
 from typing import Any, Dict, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import trace
 from datadist_sim._world.address_space import is_simulated
+from datadist_sim._world.trace import TraceEvent
 from datadist_sim._world.world import SimWorld
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.channel import accept_token
@@ -52,6 +54,7 @@ class FabricServer:
         self._count = 0
         self._stop = threading.Event()
         self._sock: Optional[socket.socket] = None
+        self._stop_counting = trace.observe(self._count_call)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -116,7 +119,14 @@ class FabricServer:
     def stop(self) -> None:
         self._stop.set()
 
+    def _count_call(self, event: TraceEvent) -> None:
+        """Each traced call counts for the process whose request it serves (error-path coverage)."""
+        session = calling_session()
+        if session is not None and session.server is self:
+            session.coverage.observe(event)
+
     def close(self) -> None:
+        self._stop_counting()
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -213,6 +223,8 @@ class FabricServer:
         if kind == "hello":
             session.pid = int(payload[0])
             return {"seed": self.world.seed, "pid": os.getpid()}
+        if kind == "fn" and payload[0] == "coverage":
+            return session.coverage.as_dict()
         if kind == "fn":
             return self._function(*payload)
         raise ValueError(f"unknown request {kind!r}")

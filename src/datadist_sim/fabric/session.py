@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
+from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.cluster import Mode
 from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
 
@@ -68,6 +69,8 @@ class Session:
         self.clusters: Dict[int, Mode] = {}
         self.lost: Dict[int, Mode] = {}
         """Clusters that were still initialised when the process was lost."""
+        self.coverage = CodeCoverage()
+        """The status codes this process's calls received (``exec --coverage`` fetches them)."""
         self.channel = Channel(
             sock,
             self._handle,

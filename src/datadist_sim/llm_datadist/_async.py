@@ -133,7 +133,9 @@ def start_transfer(
     results: List[Optional[LLMStatusCode]] = [None] * len(transfer_configs)
     worker = threading.Thread(target=job.run, args=(results,), name="datadist-sim-transfer", daemon=True)
     worker.start()
-    return CacheTask(worker, results, default_error_code)
+    task = CacheTask(worker, results, default_error_code)
+    task._world, task._node = world, node  # traced like every public call
+    return task
 
 
 class _Job:

@@ -81,6 +81,8 @@ def _result_outcome(result: object) -> tuple[str, str]:
         return result[0].name, ",".join(getattr(r, "name", str(r)) for r in rets)
     if isinstance(result, LLMStatusCode):
         return result.name, ""
+    if isinstance(result, list) and result and all(r is None or isinstance(r, LLMStatusCode) for r in result):
+        return "LLM_SUCCESS", ",".join("None" if r is None else r.name for r in result)  # get_results
     name = getattr(result, "name", None)
     return "LLM_SUCCESS", name if isinstance(name, str) else ""
 

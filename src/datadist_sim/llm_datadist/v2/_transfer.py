@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from typing import List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
+from datadist_sim.llm_datadist._engine import api_call
 from datadist_sim.llm_datadist.status import LLMStatusCode, raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
     check_isinstance,
@@ -14,6 +15,10 @@ from datadist_sim.llm_datadist.utils.utils import (
     check_uint64,
 )
 from datadist_sim.llm_datadist.v2._keys import BlocksCacheKey, CacheKeyByIdAndIndex
+
+if TYPE_CHECKING:
+    from datadist_sim._world.cluster import ClusterNode
+    from datadist_sim._world.world import SimWorld
 
 TransferKey = Union[BlocksCacheKey, CacheKeyByIdAndIndex]
 
@@ -211,7 +216,13 @@ class CacheTask:
     when that config never started. ``worker=None`` means the work already finished. While the worker is
     still running when a wait times out, every answer is ``default_error_code`` (``LLM_TIMEOUT`` in
     CacheManager mode, ``LLM_WAIT_PROCESS_TIMEOUT`` in KvCacheManager mode).
+
+    ``_world``/``_node`` (set by the manager that started the task) put ``synchronize`` and
+    ``get_results`` in the trace like every other public call: the codes they return reach the client.
     """
+
+    _world: Optional[SimWorld] = None
+    _node: Optional[ClusterNode] = None
 
     def __init__(
         self,
@@ -231,6 +242,7 @@ class CacheTask:
         self._worker.join(timeout)
         return not self._worker.is_alive()
 
+    @api_call
     def synchronize(self, timeout_in_millis: Optional[int] = None) -> LLMStatusCode:
         """The first failure among the results, else ``LLM_SUCCESS``; unstarted (``None``) entries pass."""
         if not self._wait(timeout_in_millis):
@@ -240,6 +252,7 @@ class CacheTask:
                 return ret
         return LLMStatusCode.LLM_SUCCESS
 
+    @api_call
     def get_results(self, timeout_in_millis: Optional[int] = None) -> List[Optional[LLMStatusCode]]:
         if not self._wait(timeout_in_millis):
             return [self._default_error_code] * len(self._results)

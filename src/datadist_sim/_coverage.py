@@ -1,0 +1,197 @@
+"""Error-path coverage: which status codes reached client code, from which operations, and which codes
+of the status table never did. ``pytest --datadist-coverage`` and ``datadist-sim exec --coverage`` both
+print ``CodeCoverage.report()``.
+
+Nothing is recorded twice: the face already traces every public call with its outcome (``api_call`` in
+``llm_datadist/_engine.py``), and a ``CodeCoverage`` started here sees each such trace event as it is
+recorded, in every world of the process (``trace.observe``), before the bounded trace buffer can drop
+it. One call counts once for each distinct code it gave the client: the code it raised or returned, plus
+the per-cluster codes ``link_clusters``/``unlink_clusters`` return and the per-config results of
+``CacheTask.get_results``. Outcomes that are Python exceptions (``TypeError``, ``ValueError``...) are
+counted apart: they are not status codes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_table import STATUS_TABLE
+from datadist_sim._world import trace
+from datadist_sim._world.trace import TraceEvent
+
+__all__ = ["CodeCoverage"]
+
+_CODES: Set[str] = set(LLMStatusCode.__members__)
+_SUCCESS = LLMStatusCode.LLM_SUCCESS.name
+_OPS_SHOWN = 4
+
+
+class CodeCoverage:
+    """Counts of the status codes client code received, per code and per operation; mergeable, so the
+    counts of several worlds, tests or processes add up."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.per_code: Counter[str] = Counter()
+        self.per_op: Dict[str, Counter[str]] = {}
+        self.exceptions: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._stop: Optional[Callable[[], None]] = None
+
+    # -- counting ------------------------------------------------------------------------------------
+
+    def observe(self, event: TraceEvent) -> None:
+        """Count one trace event if it is a public call (world events are not what the client saw)."""
+        if event.kind != "call":
+            return
+        codes = received(event)
+        with self._lock:
+            self.calls += 1
+            if not codes:
+                self.exceptions[event.outcome] += 1
+            for code in codes:
+                self.per_code[code] += 1
+                self.per_op.setdefault(code, Counter())[event.op] += 1
+
+    def start(self) -> CodeCoverage:
+        """Count every call of every world from now on (until ``stop``); returns self."""
+        if self._stop is None:
+            self._stop = trace.observe(self.observe)
+        return self
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop()
+            self._stop = None
+
+    def reset(self) -> None:
+        """Forget the counts (a forked child starts from none; its parent keeps its own)."""
+        self.calls = 0
+        self.per_code.clear()
+        self.per_op.clear()
+        self.exceptions.clear()
+        self._lock = threading.Lock()  # the parent's lock may have been held at the fork
+
+    def merge(self, other: CodeCoverage) -> None:
+        """Add ``other``'s counts to these (another process's, read back with ``load``)."""
+        with self._lock:
+            self.calls += other.calls
+            self.per_code.update(other.per_code)
+            self.exceptions.update(other.exceptions)
+            for code, ops in other.per_op.items():
+                self.per_op.setdefault(code, Counter()).update(ops)
+
+    # -- what the counts say ---------------------------------------------------------------------------
+
+    def failure_codes(self) -> List[str]:
+        """The distinct codes other than ``LLM_SUCCESS`` that reached client code, in table order."""
+        return [
+            info.name for info in STATUS_TABLE.values() if info.name != _SUCCESS and self.per_code[info.name]
+        ]
+
+    def never_received(self) -> List[str]:
+        """The codes of the status table that never reached client code, in table order."""
+        return [info.name for info in STATUS_TABLE.values() if not self.per_code[info.name]]
+
+    def meets(self, fail_under: int) -> bool:
+        """At least ``fail_under`` distinct codes other than ``LLM_SUCCESS`` reached client code."""
+        return len(self.failure_codes()) >= fail_under
+
+    def report(self, fail_under: Optional[int] = None) -> str:
+        """The table: per code received, how often and from which operations; then every documented
+        condition (a row of the status table) that was never exercised; then the verdict."""
+        others = len(STATUS_TABLE) - 1
+        got = self.failure_codes()
+        lines = [f"status codes that reached client code, over {self.calls} API calls:"]
+        rows = [
+            [info.name, str(info.value), str(self.per_code[info.name]), self._ops(info.name)]
+            for info in STATUS_TABLE.values()
+            if self.per_code[info.name]
+        ]
+        lines.append(_table(rows, ["code", "integer", "calls", "operations"]) if rows else "  (none)")
+        if self.exceptions:
+            shown = ", ".join(f"{name} {n}" for name, n in sorted(self.exceptions.items()))
+            lines.append(f"Python exceptions (argument checks, not status codes): {shown}")
+        missing = [STATUS_TABLE[LLMStatusCode[name]] for name in self.never_received()]
+        lines.append("")
+        if missing:
+            lines.append(f"documented conditions never exercised ({len(missing)} codes):")
+            lines.append(
+                _table(
+                    [[info.name, info.retryable, info.description] for info in missing],
+                    ["code", "retryable", "condition (status table)"],
+                )
+            )
+        else:
+            lines.append("every documented condition of the status table was exercised")
+        verdict = (
+            f"error-path coverage: {len(got)} of {others} codes other than {_SUCCESS} reached client code"
+        )
+        if fail_under is not None:
+            verdict += f" (required: {fail_under}; {'met' if self.meets(fail_under) else 'NOT met'})"
+        lines.append(verdict)
+        return "\n".join(lines)
+
+    def _ops(self, code: str) -> str:
+        ops = sorted(self.per_op.get(code, Counter()).items(), key=lambda item: (-item[1], item[0]))
+        text = ", ".join(f"{op} {n}" for op, n in ops[:_OPS_SHOWN])
+        return text + (f", +{len(ops) - _OPS_SHOWN} more" if len(ops) > _OPS_SHOWN else "")
+
+    # -- across processes ------------------------------------------------------------------------------
+
+    def as_dict(self) -> Dict[str, object]:
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "per_op": {code: dict(ops) for code, ops in sorted(self.per_op.items())},
+                "exceptions": dict(self.exceptions),
+            }
+
+    def dump(self, path: Path) -> None:
+        """Write the counts as JSON (``exec --coverage``: one file per process, read back by the parent)."""
+        path.write_text(json.dumps(self.as_dict(), sort_keys=True), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> CodeCoverage:
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> CodeCoverage:
+        """The counts ``as_dict`` gave (from a file, or from a fabric's count for one process)."""
+        coverage = cls()
+        coverage.calls = int(data["calls"])
+        for code, ops in data["per_op"].items():
+            coverage.per_op[code] = Counter({op: int(n) for op, n in ops.items()})
+            coverage.per_code[code] = sum(coverage.per_op[code].values())
+        coverage.exceptions = Counter({name: int(n) for name, n in data["exceptions"].items()})
+        return coverage
+
+    @classmethod
+    def load_all(cls, paths: Iterable[Path]) -> CodeCoverage:
+        total = cls()
+        for path in paths:
+            total.merge(cls.load(path))
+        return total
+
+
+def received(event: TraceEvent) -> List[str]:
+    """The distinct status codes a traced call gave the client: its outcome, and the per-cluster or
+    per-config codes the face wrote in ``detail``. Empty when it raised a Python exception."""
+    codes = [event.outcome] if event.outcome in _CODES else []
+    if event.detail and codes:
+        for name in event.detail.split(","):
+            if name in _CODES and name not in codes:
+                codes.append(name)
+    return codes
+
+
+def _table(rows: List[List[str]], headers: List[str]) -> str:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = ["  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)

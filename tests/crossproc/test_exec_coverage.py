@@ -1,0 +1,47 @@
+"""``datadist-sim exec --fabric --coverage``: the calls run in the fabric, which counts the codes per
+client process; each process fetches its own counts at exit and the exec parent adds them up."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from datadist_sim.cli import main
+
+from .conftest import Fabric
+
+pytestmark = [
+    pytest.mark.crossproc,
+    pytest.mark.skipif(os.name != "posix", reason="uses sh and Unix sockets"),
+]
+
+LINK_NOWHERE = """
+import llm_datadist
+
+dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.DECODER, 1)
+dd.init({"ge.exec.deviceId": "0"})
+info = llm_datadist.LLMClusterInfo()
+info.remote_cluster_id = 7
+info.append_local_ip_info("10.0.0.2", 0)
+info.append_remote_ip_info("10.0.0.9", 1)
+print(dd.link_clusters([info], 1000)[0].name)
+dd.finalize()
+"""
+
+
+def test_exec_fabric_coverage_counts_the_codes_each_client_process_received(
+    fabric: Fabric, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "link_nowhere.py"
+    program.write_text(LINK_NOWHERE)
+    script = f"{sys.executable} {program} && {sys.executable} {program}"
+    code = main(["exec", "--fabric", str(fabric.address), "--coverage", "--", "sh", "-c", script])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.splitlines() == ["LLM_LINK_FAILED"] * 2
+    assert re.search(r"LLM_LINK_FAILED\s+1343270921\s+2\s+link_clusters 2", captured.err), captured.err
+    assert "over 6 API calls" in captured.err  # init, link_clusters, finalize in each process
