@@ -1,5 +1,6 @@
 """``datadist-sim``: the command line. ``codes`` prints the status-code table; ``demo`` runs the main job;
-``run`` runs a fault scenario; ``exec`` runs a program with the fake installed; ``bench`` benchmarks."""
+``run`` runs a fault scenario; ``exec`` runs a program with the fake installed; ``explore`` searches the
+fault schedules that break a client; ``bench`` benchmarks."""
 
 from __future__ import annotations
 
@@ -165,6 +166,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(bench_main(list(args.args)))
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    """Search fault schedules that break the target, shrink the first failure, write it as a scenario."""
+    from datadist_sim.explore._main import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="datadist-sim", description=__doc__)
     parser.add_argument(
@@ -232,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fabric_arguments(fabric)
     fabric.set_defaults(func=cmd_fabric)
+    explore = sub.add_parser(
+        "explore", help="find the fault schedule that breaks a client, shrink it, write a scenario file"
+    )
+    from datadist_sim.explore._main import add_arguments as add_explore_arguments
+
+    add_explore_arguments(explore)
+    explore.set_defaults(func=cmd_explore)
     bench = sub.add_parser(  # prefix "+": every argument, --help too, goes to the benchmarks
         "bench", help="the retry-policy and performance benchmarks", add_help=False, prefix_chars="+"
     )

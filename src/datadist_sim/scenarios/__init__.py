@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from datadist_sim._world.faults import Fault, to_code
 
@@ -63,6 +63,9 @@ class Scenario:
     workload: Workload = field(default_factory=Workload)
     rule_specs: Tuple[Dict[str, Any], ...] = ()
     path: str = ""
+    seed: Optional[int] = None
+    """The world's seed when the file builds the world (``explore --replay``, the pytest marker);
+    ``world.faults.load`` on an existing world ignores it. Explore writes the failing run's seed here."""
 
     def rules(self, rate: float = 1.0) -> List[Fault]:
         """Fresh rules (a plan counts per rule object); ``rate`` scales every probability below 1."""
@@ -122,7 +125,7 @@ def load(name_or_path: Union[str, Path]) -> Scenario:
 
 
 def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Scenario:
-    allowed = {"name", "description", "expect", "workload", "rules"}
+    allowed = {"name", "description", "expect", "workload", "rules", "seed"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ValueError(f"unknown top-level key(s) {unknown} in scenario {name!r}")
@@ -131,6 +134,9 @@ def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Sc
     for spec in specs:
         rule_from_spec(spec)
     expect = tuple(to_code(c).name for c in data.get("expect", []))
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be an int >= 0 in scenario {name!r}, got {seed!r}")
     return Scenario(
         name=str(data.get("name", name)),
         description=str(data.get("description", "")).strip(),
@@ -138,6 +144,7 @@ def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Sc
         workload=workload,
         rule_specs=specs,
         path=path,
+        seed=seed,
     )
 
 

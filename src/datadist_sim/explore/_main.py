@@ -1,0 +1,123 @@
+"""``datadist-sim explore TARGET``: argument parsing, the run, the report, the exit code.
+
+Exit codes: 0 no run failed (or ``--replay`` no longer fails), 1 a run failed (or the baseline did, or
+the replayed scenario still fails), 2 usage error (bad target, kinds, file, or an engine that cannot run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from datadist_sim._progress import Progress
+from datadist_sim.explore.executor import ENGINES, EngineError
+from datadist_sim.explore.run import SIM_LIMIT_S, WALL_LIMIT_S, Limits, run_one
+from datadist_sim.explore.schedule import parse_kinds
+from datadist_sim.explore.search import Options, explore
+
+PROG = "datadist-sim explore"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="package.module:function, called with the world (fake installed)")
+    parser.add_argument("--runs", type=int, default=500, help="runs after the baseline (default 500)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the baseline and of every schedule")
+    parser.add_argument(
+        "--workers", type=int, help="local processes (default: all cores); with Ray: tasks in flight"
+    )
+    parser.add_argument("--engine", choices=ENGINES, default="local", help="local processes or Ray tasks")
+    parser.add_argument("--address", help="Ray cluster address (default: a local Ray started for the run)")
+    parser.add_argument("--faults", metavar="KINDS", help="comma-separated fault kinds (default: all)")
+    parser.add_argument("--max-rules", type=int, default=3, help="most rules in one random run (default 3)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("datadist-explore"), help="where the shrunk scenario file goes"
+    )
+    parser.add_argument("--replay", type=Path, metavar="FILE", help="run the target once under FILE's rules")
+    parser.add_argument("--json", action="store_true", help="machine-readable report")
+    parser.add_argument(
+        "--systematic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="first each fault at each call of the baseline, then pairs (default: on)",
+    )
+    parser.add_argument("--sim-limit", type=float, default=SIM_LIMIT_S, help="simulated seconds = a hang")
+    parser.add_argument("--wall-limit", type=float, default=WALL_LIMIT_S, help="wall seconds = a hang")
+
+
+def _usage(message: str) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from datadist_sim._target import load_target
+
+    if args.runs < 0 or args.max_rules < 1 or (args.workers is not None and args.workers < 1):
+        return _usage("--runs must be >= 0, --max-rules and --workers >= 1")
+    try:
+        kinds = parse_kinds(args.faults)
+        target = load_target(args.target)
+    except ValueError as exc:
+        return _usage(str(exc))
+    if not callable(target):
+        return _usage(f"target {args.target!r} is not callable")
+    limits = Limits(sim_limit_s=args.sim_limit, wall_limit_s=args.wall_limit)
+    if args.replay is not None:
+        return _replay(args, target, limits)
+    options = Options(
+        runs=args.runs,
+        seed=args.seed,
+        workers=args.workers,
+        engine=args.engine,
+        address=args.address,
+        kinds=kinds,
+        max_rules=args.max_rules,
+        systematic=args.systematic,
+        limits=limits,
+    )
+    try:
+        with Progress(args.runs, "explore") as bar:
+            outcome = explore(args.target, options, progress=lambda done, total: bar.update(done))
+    except EngineError as exc:
+        return _usage(str(exc))
+    from datadist_sim.explore import report
+
+    path = None
+    if outcome.shrunk is not None:
+        path = report.write_scenario(args.out, args.target, outcome.shrunk)
+    if args.json:
+        print(json.dumps(report.as_json(outcome, args.target, path), indent=2))
+    else:
+        print(report.render(outcome, args.target, path))
+    return 1 if outcome.baseline.failed or outcome.failures else 0
+
+
+def _replay(args: argparse.Namespace, target: Any, limits: Limits) -> int:
+    """One run under the file's rules and seed: 1 while it still fails, 0 once the client is fixed."""
+    from datadist_sim import scenarios
+    from datadist_sim.explore import report
+
+    try:
+        scenario = scenarios.load(args.replay)
+    except (ValueError, OSError) as exc:
+        return _usage(f"--replay {args.replay}: {exc}")
+    seed = scenario.seed if scenario.seed is not None else args.seed
+    result = run_one(target, 0, seed, [dict(s) for s in scenario.rule_specs], limits)
+    if args.json:
+        out = {"scenario": str(args.replay), "seed": seed, "failed": result.failed}
+        out.update(signature=result.signature, failure=result.failure, trace_tail=result.trace_tail)
+        print(json.dumps(out, indent=2))
+    elif result.failed:
+        print("\n".join(report.failure_text(result, f"{args.replay} still fails")))
+    else:
+        print(f"{args.replay}: the target passes under its {len(scenario.rule_specs)} rule(s) (seed {seed})")
+    return 1 if result.failed else 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,259 @@
+"""What the baseline run saw, and the fault schedules explore runs: systematic first, then swarm.
+
+A schedule is a list of rule specs (the dicts of a scenario file's ``[[rules]]``), so it pickles to a
+worker process or a Ray task, prints as TOML, and becomes ``Fault`` objects only inside the world that
+runs it. Everything is drawn from ``random.Random`` seeded by the explore seed and the run index, so the
+same ``--seed`` gives the same schedules on any engine and any number of workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from datadist_sim._world.faults import ACTIONS, LINK_OPS, TRANSFER_OPS
+from datadist_sim._world.trace import TraceEvent
+
+Spec = Dict[str, object]
+Schedule = List[Spec]
+
+CALL_KINDS = ("fail", "delay", "timeout", "cut_link", "poison")
+WORLD_KINDS = ("partition", "hang", "kill", "cap_pool", "exhaust_pool")
+
+# Codes each operation can give, after the status table's remedies (shared/reference/status_codes.txt:
+# a timeout of pull_cache/pull_blocks/transfer_cache_async needs a new link; LINK_FAILED and
+# UNLINK_FAILED come back in link_clusters'/unlink_clusters' second return value; LINK_BUSY for
+# concurrent pull_cache/transfer_cache_async/check_link_status on one link; OUT_OF_MEMORY in CacheManager
+# mode only). The first code of a row is the one the systematic pass injects.
+_TRANSFER_CODES = (
+    "LLM_TIMEOUT",
+    "LLM_WAIT_PROCESS_TIMEOUT",
+    "LLM_LINK_BUSY",
+    "LLM_NOT_YET_LINK",
+    "LLM_KV_CACHE_NOT_EXIST",
+    "LLM_SUSPECT_REMOTE_ERROR",
+    "LLM_FAILED",
+)
+OP_CODES: Dict[str, Tuple[str, ...]] = {
+    **{op: _TRANSFER_CODES for op in TRANSFER_OPS},
+    "link_clusters": ("LLM_LINK_FAILED", "LLM_PROCESSING_LINK", "LLM_ALREADY_LINK", "LLM_TIMEOUT"),
+    "unlink_clusters": ("LLM_UNLINK_FAILED", "LLM_NOTIFY_PROMPT_UNLINK_FAILED", "LLM_PROCESSING_LINK"),
+    "check_link_status": ("LLM_NOT_YET_LINK", "LLM_LINK_BUSY", "LLM_FAILED"),
+    "allocate_cache": ("LLM_OUT_OF_MEMORY", "LLM_DEVICE_OUT_OF_MEMORY", "LLM_PARAM_INVALID"),
+    "allocate_blocks_cache": ("LLM_OUT_OF_MEMORY", "LLM_PARAM_INVALID"),
+    "register_cache": ("LLM_PARAM_INVALID", "LLM_FAILED"),
+    "switch_role": ("LLM_EXIST_LINK", "LLM_FEATURE_NOT_ENABLED"),
+}
+DEFAULT_CODES = ("LLM_FAILED", "LLM_PARAM_INVALID")
+_REQ = re.compile(r"req_id=(\d+)")
+
+
+def codes_for(op: str) -> Tuple[str, ...]:
+    return OP_CODES.get(op, DEFAULT_CODES)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One call the baseline made: the ``nth`` call of ``op`` on ``cluster`` (counted from 1)."""
+
+    op: str
+    cluster: Optional[int]
+    nth: int
+    req_id: Optional[int] = None
+
+
+@dataclass
+class Baseline:
+    """What the fault-free run showed: its calls in order, the clusters, and the simulated time."""
+
+    calls: List[CallSite] = field(default_factory=list)
+    clusters: List[int] = field(default_factory=list)
+    sim_time: float = 0.0
+
+    @classmethod
+    def from_trace(cls, events: Sequence[TraceEvent], sim_time: float) -> Baseline:
+        counts: Dict[Tuple[str, Optional[int]], int] = {}
+        calls: List[CallSite] = []
+        clusters: List[int] = []
+        for event in events:
+            if event.cluster_id is not None and event.cluster_id not in clusters:
+                clusters.append(event.cluster_id)
+            if event.kind != "call":
+                continue
+            key = (event.op, event.cluster_id)
+            counts[key] = counts.get(key, 0) + 1
+            found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
+            calls.append(CallSite(event.op, event.cluster_id, counts[key], found and int(found.group(1))))
+        return cls(calls, sorted(clusters), sim_time)
+
+    @property
+    def ops(self) -> List[str]:
+        return sorted({c.op for c in self.calls})
+
+    def others(self, cluster: Optional[int]) -> List[int]:
+        return [c for c in self.clusters if c != cluster] or list(self.clusters)
+
+
+def run_seed(seed: int, index: int) -> int:
+    """The world seed of run ``index`` of an exploration seeded ``seed`` (stable across Pythons)."""
+    digest = hashlib.sha256(f"datadist-sim explore {seed} {index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def parse_kinds(text: Optional[str]) -> Tuple[str, ...]:
+    """``fail,timeout`` -> the kinds in canonical order; ValueError naming an unknown one."""
+    if not text:
+        return ACTIONS
+    wanted = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in wanted if k not in ACTIONS]
+    if unknown or not wanted:
+        raise ValueError(f"unknown fault kind(s) {unknown}; kinds: {', '.join(ACTIONS)}")
+    return tuple(k for k in ACTIONS if k in wanted)
+
+
+# -- the systematic pass --------------------------------------------------------------------------
+
+
+def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
+    """Rules of ``kind`` that fire at ``site`` only (a world kind hits each other cluster in turn)."""
+    where: Spec = {"op": site.op, "nth": site.nth}
+    if site.cluster is not None:
+        where["cluster"] = site.cluster
+    if kind == "fail":
+        yield {"action": "fail", "code": codes_for(site.op)[0], **where}
+    elif kind == "delay":
+        yield {"action": "delay", "seconds": 5.0, **where}
+    elif kind == "timeout":
+        yield {"action": "timeout", "landed": False, **where}
+    elif kind in ("cut_link", "poison"):
+        if site.op in TRANSFER_OPS:
+            yield {"action": kind, **where}
+    elif kind in ("cap_pool", "exhaust_pool") and site.cluster is not None:
+        extra: Spec = {"nbytes": 0} if kind == "cap_pool" else {}
+        yield {"action": kind, **extra, **where}
+    elif kind in ("hang", "kill", "partition"):
+        # A world rule's cluster is the one it hits; it counts the op's calls on every cluster.
+        nth = _global_nth(site, baseline)
+        for other in baseline.others(site.cluster):
+            rule: Spec = {"action": kind, "op": site.op, "nth": nth, "cluster": other}
+            if kind == "partition":
+                if site.cluster is None or site.cluster == other:
+                    continue
+                rule = {**rule, "cluster": site.cluster, "remote": other}
+            if kind != "kill":
+                rule["heal_after_s"] = 30.0
+            yield rule
+
+
+def _global_nth(site: CallSite, baseline: Baseline) -> int:
+    """Which call of ``site.op`` on any cluster ``site`` is (a retry not in the baseline: the next)."""
+    if site in baseline.calls:
+        return sum(1 for c in baseline.calls[: baseline.calls.index(site) + 1] if c.op == site.op)
+    before = CallSite(site.op, site.cluster, site.nth - 1, site.req_id)
+    return _global_nth(before, baseline) + 1 if before in baseline.calls else site.nth
+
+
+def systematic(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Schedule]:
+    """Each kind at each call, one at a time; then pairs on one request: a fault at a call and a second
+    one at the next call of the same operation on the same cluster (the client's retry)."""
+    singles: List[Tuple[CallSite, Spec]] = []
+    for site in baseline.calls:
+        for kind in kinds:
+            for rule in at_call(kind, site, baseline):
+                singles.append((site, rule))
+                yield [rule]
+    for site, first in singles:
+        if first["action"] not in CALL_KINDS:
+            continue
+        retry = CallSite(site.op, site.cluster, site.nth + 1, site.req_id)
+        for kind in kinds:
+            for second in at_call(kind, retry, baseline):
+                yield [first, second]
+
+
+# -- swarm runs -----------------------------------------------------------------------------------
+
+
+def swarm(rng: random.Random, baseline: Baseline, kinds: Sequence[str], max_rules: int) -> Schedule:
+    """A random schedule: a random subset of the kinds, 1..max_rules rules of them at high rates on the
+    operations, clusters and time the baseline used (swarm testing: few kinds per run, each often)."""
+    enabled = [k for k in kinds if rng.random() < 0.5] or [rng.choice(list(kinds))]
+    return [_rule(rng, baseline, rng.choice(enabled)) for _ in range(rng.randint(1, max(1, max_rules)))]
+
+
+def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
+    horizon = max(2.0 * baseline.sim_time, 0.01)
+    sites = baseline.calls or [CallSite("pull_cache", None, 1)]
+    if kind in ("cut_link", "poison"):
+        sites = [s for s in sites if s.op in TRANSFER_OPS] or sites
+    site = rng.choice(sites)
+    spec: Spec = {"action": kind}
+    if kind in WORLD_KINDS or (kind == "cut_link" and rng.random() < 0.3):
+        spec.update(_world_target(rng, baseline, kind, site))
+        if rng.random() < 0.5 or kind == "cut_link":
+            spec["start_s"] = round(rng.uniform(0.0, horizon), 6)
+        else:
+            spec.update(op=site.op, **_trigger(rng, site, baseline))
+        if kind != "kill" and rng.random() < 0.7:
+            spec["heal_after_s"] = round(rng.uniform(0.001, 10.0 * horizon + 1.0), 6)
+        return spec
+    spec["op"] = site.op
+    if site.cluster is not None and rng.random() < 0.7:
+        spec["cluster"] = site.cluster
+    if kind == "fail":
+        spec["code"] = rng.choice(codes_for(site.op))
+    elif kind == "delay":
+        spec["seconds"] = round(10 ** rng.uniform(-3, 1.3), 6)  # 1 ms to ~20 s: past most timeouts
+    elif kind == "timeout":
+        spec["landed"] = rng.choice([False, True, None])
+    elif kind == "poison":
+        spec["side"] = rng.choice(["remote", "local"])
+    spec.update(_trigger(rng, site, baseline))
+    if rng.random() < 0.2:
+        start = rng.uniform(0.0, horizon)
+        spec["start_s"] = round(start, 6)
+        spec["end_s"] = round(start + rng.uniform(0.0, horizon), 6)
+    return spec
+
+
+def _trigger(rng: random.Random, site: CallSite, baseline: Baseline) -> Spec:
+    count = max(1, sum(1 for c in baseline.calls if c.op == site.op and c.cluster == site.cluster))
+    pick = rng.random()
+    if pick < 0.35:
+        return {"nth": rng.randint(1, count + 1)}
+    if pick < 0.6:
+        return {"first": rng.randint(1, 3)}
+    if pick < 0.75:
+        return {"after": rng.randint(1, count), "first": count + 3}
+    return {"probability": round(rng.choice([0.1, 0.25, 0.5, 0.75, 1.0]), 2), "first": count + 3}
+
+
+def _world_target(rng: random.Random, baseline: Baseline, kind: str, site: CallSite) -> Spec:
+    clusters = baseline.clusters or [0]
+    cluster = rng.choice(clusters)
+    if kind in ("partition", "cut_link"):
+        others = baseline.others(cluster)
+        return {"cluster": cluster, "remote": rng.choice(others)}
+    if kind == "cap_pool":
+        return {"cluster": cluster, "nbytes": rng.choice([0, 1 << 16, 1 << 20])}
+    return {"cluster": cluster}
+
+
+def schedules(
+    seed: int, baseline: Baseline, kinds: Sequence[str], runs: int, max_rules: int, systematic_first: bool
+) -> List[Tuple[int, Schedule]]:
+    """``runs`` (world seed, schedule) pairs in run order: the systematic ones first, then swarm."""
+    out: List[Tuple[int, Schedule]] = []
+    if systematic_first:
+        for schedule in systematic(baseline, kinds):
+            if len(out) >= runs:
+                break
+            out.append((run_seed(seed, len(out)), schedule))
+    while len(out) < runs:
+        index = len(out)
+        rng = random.Random(f"datadist-sim explore {seed} {index}")
+        out.append((run_seed(seed, index), swarm(rng, baseline, kinds, max_rules)))
+    return out

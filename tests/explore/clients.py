@@ -1,0 +1,165 @@
+"""Explore targets: a small Decode-side connector written as a user would, against ``llm_datadist``.
+
+``careful`` retries a timed-out pull after re-linking (the status table's remedy for a transmission
+timeout) and reports every request it could not serve; ``buggy`` retries a timed-out pull on the same,
+now broken, link and lets that retry's error escape; ``twice`` re-links once, but a second timeout on
+the same request takes an unguarded path (a bug that needs two faults on one request). Each target
+raises ``AssertionError`` when its property is violated: no error escapes the connector, and every
+request it calls served holds the Prompt's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from datadist_sim import SimWorld, tensor_views
+
+P_ID, D_ID = 1, 2
+PROMPT_IP, DECODE_IP, PORT = "192.168.1.1", "192.168.2.1", 26000
+REQUESTS = 3
+POOL = json.dumps({"memory_size": 16 << 20, "page_shift": 16})
+
+
+def _options(listen: str = "") -> Dict[str, str]:
+    opts = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1", "llm.MemPoolConfig": POOL}
+    if listen:
+        opts["llm.listenIpInfo"] = listen
+    return opts
+
+
+def _desc(llm: Any, batch: int) -> Any:
+    return llm.CacheDesc(2, [batch, 4, 8], llm.DataType.DT_FLOAT16)
+
+
+def _cluster(llm: Any) -> Any:
+    info = llm.LLMClusterInfo()
+    info.remote_cluster_id = P_ID
+    info.append_local_ip_info(DECODE_IP, 0)
+    info.append_remote_ip_info(PROMPT_IP, PORT)
+    return info
+
+
+def _prompt(llm: Any) -> Optional[Tuple[Any, Any]]:
+    """The Prompt side: not under test, so a fault that stops it setting up ends the run quietly."""
+    try:
+        dd = llm.LLMDataDist(llm.LLMRole.PROMPT, P_ID)
+        dd.init(_options(f"{PROMPT_IP}:{PORT}"))
+        keys = [llm.CacheKey(P_ID, r) for r in range(REQUESTS)]
+        src = dd.cache_manager.allocate_cache(_desc(llm, REQUESTS), keys)
+    except llm.LLMException:
+        return None
+    for i, view in enumerate(tensor_views(src)):
+        view[...] = np.arange(view.size, dtype=np.float16).reshape(view.shape) + i
+    return dd, src
+
+
+class Connector:
+    """The Decode side: link, pull each request into its own batch slot, re-link after a timeout."""
+
+    retry_relinks = True
+    second_timeout_guarded = True
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.dd: Any = None
+        self.dst: Any = None
+
+    def relink(self) -> bool:
+        cluster = _cluster(self.llm)
+        self.dd.unlink_clusters([cluster], force=True)
+        for _ in range(3):
+            ret, _rets = self.dd.link_clusters([cluster], 2000)
+            if ret == self.llm.LLMStatusCode.LLM_SUCCESS:
+                return True
+        return False
+
+    def pull(self, req: int) -> bool:
+        """True once the request's bytes are in; False when the connector gives the request up (an
+        ``LLMException`` out of here is such a give-up too). A ``RuntimeError`` is a crash."""
+        llm = self.llm
+        key = llm.CacheKey(P_ID, req)
+        timeout = llm.LLMStatusCode.LLM_TIMEOUT
+        try:
+            self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
+            return True
+        except llm.LLMException as exc:
+            if exc.status_code != timeout:
+                raise
+        if not self.retry_relinks:
+            return self.unguarded(key, req)  # the bug: the link a timeout broke is still broken
+        if not self.relink():
+            return False
+        try:
+            self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
+        except llm.LLMException as exc:
+            if exc.status_code != timeout or self.second_timeout_guarded:
+                raise
+            return self.unguarded(key, req)  # the bug: a second timeout is retried without re-linking
+        return True
+
+    def unguarded(self, key: Any, req: int) -> bool:
+        """A retry whose failure nobody handles: the connector's worker thread dies."""
+        try:
+            self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
+        except self.llm.LLMException as exc:
+            raise RuntimeError(f"unhandled {exc.status_code.name} in the pull retry") from exc
+        return True
+
+    def serve(self) -> List[int]:
+        """The requests served; errors the connector reports stay inside it (logged, not raised)."""
+        llm = self.llm
+        served: List[int] = []
+        try:
+            self.dd = llm.LLMDataDist(llm.LLMRole.DECODER, D_ID)
+            self.dd.init(_options())
+            self.dst = self.dd.cache_manager.allocate_cache(_desc(llm, REQUESTS))
+            if not self.relink():
+                return served
+        except llm.LLMException:
+            return served
+        for req in range(REQUESTS):
+            try:
+                if self.pull(req):
+                    served.append(req)
+            except llm.LLMException:
+                continue
+
+        return served
+
+
+class Buggy(Connector):
+    retry_relinks = False
+
+
+class Twice(Connector):
+    second_timeout_guarded = False
+
+
+def _check(world: SimWorld, connector_type: type) -> None:
+    import llm_datadist
+
+    prompt = _prompt(llm_datadist)
+    if prompt is None:
+        return
+    want = [view.copy() for view in tensor_views(prompt[1])]
+    connector = connector_type(llm_datadist)
+    served = connector.serve()
+    got = tensor_views(connector.dst) if served else []
+    for req in served:
+        for a, b in zip(want, got):
+            assert np.array_equal(a[req], b[req]), f"request {req} was served with the wrong bytes"
+
+
+def careful(world: SimWorld) -> None:
+    _check(world, Connector)
+
+
+def buggy(world: SimWorld) -> None:
+    _check(world, Buggy)
+
+
+def twice(world: SimWorld) -> None:
+    _check(world, Twice)
