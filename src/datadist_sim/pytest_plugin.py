@@ -6,7 +6,8 @@ for the test), ``llm_datadist`` (the fake installed as ``llm_datadist`` for the 
 ``sim_time`` (``time.sleep``/``time.monotonic`` on the world's clock), ``datadist_backend`` (each test
 twice: ``sim``, and ``real`` where a real ``llm_datadist`` imports, skipped elsewhere).
 Markers: ``@pytest.mark.datadist_scenario("flaky_link")`` or a TOML path (relative to the test file);
-``@pytest.mark.datadist_config(link_busy="serialize")`` for ``SimConfig`` fields.
+``@pytest.mark.datadist_config(link_busy="serialize")`` for ``SimConfig`` fields;
+``@pytest.mark.datadist_explore(runs=N, faults=...)`` to run the body under N fault schedules.
 Helpers: ``assert_llm_error(code)`` and ``assert_traced(world, op=..., outcome=...)``.
 """
 
@@ -22,7 +23,7 @@ import sys
 import warnings
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any, Generator, Iterator, List, Optional, Set, Type, Union
+from typing import TYPE_CHECKING, Any, Generator, Iterator, List, Optional, Set, Type, Union
 
 import pytest
 
@@ -34,6 +35,9 @@ from datadist_sim._world.clock import VirtualClock
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.timepatch import patch_time
+
+if TYPE_CHECKING:
+    from datadist_sim.scenarios import Scenario
 
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
 
@@ -58,6 +62,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seed of every test's SimWorld (default: a random seed, printed in the header)",
     )
     group.addoption(
+        "--datadist-explore-out",
+        default="datadist-explore",
+        metavar="DIR",
+        help="where a datadist_explore test writes the shrunk scenario of its first failure",
+    )
+    group.addoption(
+        "--datadist-replay",
+        default=None,
+        metavar="FILE",
+        help="run each datadist_explore test once, under FILE's rules and seed (replay a failure)",
+    )
+    group.addoption(
         "--datadist-trace-dir",
         default=None,
         metavar="DIR",
@@ -75,6 +91,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "datadist_scenario(name_or_path): load a bundled fault scenario, or a TOML file (relative to "
         "the test file), into the test's sim_world",
+    )
+    config.addinivalue_line(
+        "markers",
+        "datadist_explore(runs=100, faults=None, seed=None, max_rules=3, systematic=True): run the test "
+        "body (it uses sim_world) under that many fault schedules; a failure is shrunk to a scenario file",
     )
     seed = config.getoption("datadist_seed")
     config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(2**32)
@@ -99,15 +120,31 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 @pytest.fixture
 def sim_world(request: pytest.FixtureRequest) -> Iterator[SimWorld]:
-    """A fresh ``SimWorld`` on the virtual clock, active for the test; finalized instances after."""
-    world = SimWorld(seed=request.config.stash[SEED], config=_config(request.node))
-    request.node.stash[WORLD] = world
+    """A fresh ``SimWorld`` on the virtual clock, active for the test; finalized instances after.
+
+    A ``datadist_scenario`` file with a top-level ``seed`` seeds the world (an explore replay)."""
     marker = request.node.get_closest_marker("datadist_scenario")
+    scenario = None if marker is None else _scenario(marker, request.node)
+    seed = request.config.stash[SEED]
+    if scenario is not None and scenario.seed is not None:
+        seed = scenario.seed
+    world = SimWorld(seed=seed, config=_config(request.node))
+    request.node.stash[WORLD] = world
     with world.activate():
-        if marker is not None:
-            _load_scenario(world, marker, request.node)
+        if scenario is not None:
+            world.faults.load(scenario)
         yield world
         _finalize(world)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
+    """A ``datadist_explore`` test runs its body under many fault schedules (``explore.pytest_support``)."""
+    if pyfuncitem.get_closest_marker("datadist_explore") is None:
+        return None
+    from datadist_sim.explore.pytest_support import run_marked
+
+    return run_marked(pyfuncitem, pyfuncitem.config.stash[SEED], _config(pyfuncitem))
 
 
 @pytest.fixture
@@ -210,14 +247,14 @@ def _config(item: pytest.Item) -> SimConfig:
         pytest.fail(f"{item.nodeid}: datadist_config: {exc}", pytrace=False)
 
 
-def _load_scenario(world: SimWorld, marker: pytest.Mark, item: pytest.Item) -> None:
+def _scenario(marker: pytest.Mark, item: pytest.Item) -> Scenario:
     if len(marker.args) != 1 or marker.kwargs:
         pytest.fail(f"{item.nodeid}: datadist_scenario takes one name or path", pytrace=False)
-    if not hasattr(world.faults, "load"):
-        pytest.skip("datadist_scenario needs scenario loading (world.faults.load), not in this build")
+    from datadist_sim import scenarios
+
     name = str(marker.args[0])
     item.stash[SCENARIO] = name
-    world.faults.load(_scenario_path(name, item))
+    return scenarios.load(_scenario_path(name, item))
 
 
 def _scenario_path(name: str, item: pytest.Item) -> str:

@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--clients", default="1,2,4,8", help="Decode client counts for the work sweep ('' = skip)"
     )
     retry.add_argument("--no-plots", action="store_true")
+    retry.add_argument("--workers", type=int, default=1, help="local processes (default 1: this one)")
+    retry.add_argument("--engine", choices=("local", "ray"), default="local", help="local processes or Ray")
+    retry.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     perf = sub.add_parser("perf", help="control-plane, data-plane and scaling figures vs baselines")
     perf.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     perf.add_argument("--out", type=Path, default=Path("bench-results"), help="directory for perf.json")
@@ -96,15 +99,23 @@ def _policies(args: argparse.Namespace, built_in: Dict[str, Any]) -> Optional[Di
 
 def _retry(args: argparse.Namespace) -> int:
     from datadist_sim.bench import report
-    from datadist_sim.bench.retry_bench import POLICIES, SCENARIOS, run
+    from datadist_sim.bench.retry_bench import POLICIES, SCENARIOS, Spread, run
+    from datadist_sim.explore.executor import EngineError
 
     policies = _policies(args, POLICIES)
     if policies is None:
         return 2
+    sources = {spec.partition("=")[0]: spec.partition("=")[2] for spec in args.add_policy}
+    workers = args.workers if args.engine == "local" or args.workers != 1 else 0
+    spread = Spread(workers=workers, engine=args.engine, address=args.address, sources=sources)
     wl = Workload() if args.requests is None else replace(Workload(), requests=args.requests)
     clients = tuple(int(c) for c in args.clients.split(",") if c.strip())
     wall = time.perf_counter()
-    results = run(args.seed, wl, policies, args.scenarios or SCENARIOS, clients)
+    try:
+        results = run(args.seed, wl, policies, args.scenarios or SCENARIOS, clients, spread=spread)
+    except EngineError as exc:
+        print(f"datadist-sim bench retry: {exc}")
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     print(report.table(results.cells))
     if results.clients:

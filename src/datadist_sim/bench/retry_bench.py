@@ -8,6 +8,7 @@ work each policy makes the fabric do per delivered request.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -96,25 +97,91 @@ def run_cell(
     return Cell(metrics, timeline(requests))
 
 
+@dataclass(frozen=True)
+class Spread:
+    """Where the cells run: here (one local worker), ``workers`` local processes, or Ray tasks; the
+    executor of ``datadist-sim explore``. ``sources`` names the user policies (``--add-policy``) by
+    ``package.module:factory`` so a worker can build them; built-in policies go by name."""
+
+    workers: int = 1
+    engine: str = "local"
+    address: Optional[str] = None
+    sources: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def here(self) -> bool:
+        return self.engine == "local" and self.workers <= 1
+
+
+def policy_factory(target: str) -> PolicyFactory:
+    """``package.module:factory`` as seed -> RetryPolicy (given ``seed=`` if the factory takes one)."""
+    from datadist_sim._target import load_target
+
+    factory = load_target(target, what="policy factory")
+    if "seed" in inspect.signature(factory).parameters:
+        return lambda seed: factory(seed=seed)
+    return lambda seed: factory()
+
+
+CellJob = Tuple[Workload, str, Optional[str], str, float, bench_faults.Timing, List[str]]
+
+
+def run_cell_job(job: CellJob) -> Cell:
+    """A worker's cell: the policy built here from its name or its source, then ``run_cell``."""
+    from datadist_sim.explore.executor import adopt_path
+
+    wl, name, source, scenario, rate, timing, paths = job
+    adopt_path(paths)
+    factory = POLICIES[name] if source is None else policy_factory(source)
+    return run_cell(wl, name, factory, scenario, rate, timing)
+
+
+def _cells(
+    jobs: Sequence[Tuple[str, float, str, PolicyFactory, Workload]],
+    timing: bench_faults.Timing,
+    spread: Optional[Spread],
+    label: str,
+) -> List[Cell]:
+    """Run the cells in job order, here or on the spread's engine (same cells either way)."""
+    cells: List[Cell] = []
+    with Progress(len(jobs), label) as bar:
+        if spread is None or spread.here:
+            for scenario, rate, name, factory, cell_wl in jobs:
+                bar.update(len(cells), f"{scenario} x{rate} {name}")
+                cells.append(run_cell(cell_wl, name, factory, scenario, rate, timing))
+            return cells
+        from datadist_sim.explore.executor import ordered_map, search_path
+
+        paths = search_path()
+        remote: List[CellJob] = []
+        for scenario, rate, name, factory, cell_wl in jobs:
+            source = spread.sources.get(name)
+            if source is None and POLICIES.get(name) is not factory:
+                raise ValueError(f"policy {name!r} cannot run in a worker: add it as NAME=module:factory")
+            remote.append((cell_wl, name, source, scenario, rate, timing, paths))
+        for cell in ordered_map(
+            run_cell_job, remote, workers=spread.workers, engine=spread.engine, address=spread.address
+        ):
+            cells.append(cell)
+            bar.update(len(cells))
+    return cells
+
+
 def run_matrix(
     wl: Workload,
     policies: Dict[str, PolicyFactory],
     scenarios: Sequence[Tuple[str, Sequence[float]]],
     timing: Optional[bench_faults.Timing] = None,
+    spread: Optional[Spread] = None,
 ) -> List[Cell]:
     timing = timing or timing_for(wl)
     jobs = [
-        (scenario, rate, name, factory)
+        (scenario, rate, name, factory, wl)
         for scenario, rates in scenarios
         for rate in rates
         for name, factory in policies.items()
     ]
-    cells: List[Cell] = []
-    with Progress(len(jobs), "retry matrix") as bar:
-        for scenario, rate, name, factory in jobs:
-            bar.update(len(cells), f"{scenario} x{rate} {name}")
-            cells.append(run_cell(wl, name, factory, scenario, rate, timing))
-    return cells
+    return _cells(jobs, timing, spread, "retry matrix")
 
 
 def clients_sweep(
@@ -123,28 +190,32 @@ def clients_sweep(
     clients: Sequence[int] = (1, 2, 4, 8),
     scenario: str = "flaky_link",
     per_client_rate: float = 2.5,
+    spread: Optional[Spread] = None,
 ) -> List[Dict[str, object]]:
     """Total work as the number of Decode clients grows (arrivals grow with them)."""
     rows: List[Dict[str, object]] = []
     timing = timing_for(wl)
+    jobs: List[Tuple[str, float, str, PolicyFactory, Workload]] = []
     for n in clients:
         sized = replace(
             wl, decodes=n, rate_per_s=per_client_rate * n, requests=int(wl.requests * n / wl.decodes)
         )
-        for name, factory in policies.items():
-            m = run_cell(sized, name, factory, scenario, 1.0, timing).metrics
-            rows.append(
-                {
-                    "clients": n,
-                    "policy": name,
-                    "requests": m.requests,
-                    "success_rate": m.success_rate,
-                    "attempts": m.attempts,
-                    "attempts_per_request": m.attempts / m.requests,
-                    "link_busy_s": m.link_busy_s,
-                    "busy_s_per_success": m.link_busy_s / max(1, round(m.success_rate * m.requests)),
-                }
-            )
+        jobs += [(scenario, 1.0, name, factory, sized) for name, factory in policies.items()]
+    cells = _cells(jobs, timing, spread, "clients sweep")
+    for (_, _, name, _, sized), cell in zip(jobs, cells):
+        m = cell.metrics
+        rows.append(
+            {
+                "clients": sized.decodes,
+                "policy": name,
+                "requests": m.requests,
+                "success_rate": m.success_rate,
+                "attempts": m.attempts,
+                "attempts_per_request": m.attempts / m.requests,
+                "link_busy_s": m.link_busy_s,
+                "busy_s_per_success": m.link_busy_s / max(1, round(m.success_rate * m.requests)),
+            }
+        )
     return rows
 
 
@@ -154,10 +225,11 @@ def run(
     policies: Dict[str, PolicyFactory] | None = None,
     scenarios: Sequence[Tuple[str, Sequence[float]]] = SCENARIOS,
     clients: Sequence[int] = (1, 2, 4, 8),
+    spread: Optional[Spread] = None,
 ) -> Results:
     wl = replace(wl or Workload(), seed=seed)
     policies = policies or POLICIES
-    results = Results(seed, wl, run_matrix(wl, policies, scenarios))
+    results = Results(seed, wl, run_matrix(wl, policies, scenarios, spread=spread))
     if clients:
-        results.clients = clients_sweep(wl, policies, clients)
+        results.clients = clients_sweep(wl, policies, clients, spread=spread)
     return results

@@ -18,7 +18,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 ENGINES = ("local", "ray")
 RAY_MISSING = (
-    "--engine ray needs Ray, which is not installed here: pip install 'datadist-sim[ray]' (or pip install ray)"
+    "--engine ray needs Ray, which is not installed here: "
+    "pip install 'datadist-sim[ray]' (or pip install ray)"
 )
 
 

@@ -8,6 +8,7 @@ held once every instance is finalized). The verdict is plain data, so it crosses
 
 from __future__ import annotations
 
+import copy
 import time
 import traceback
 import warnings
@@ -111,7 +112,8 @@ def run_one(
 ) -> RunResult:
     """Run ``target`` once on a fresh world seeded ``seed`` with ``schedule`` in its plan."""
     clock = BoundedClock(limits.sim_limit_s, limits.wall_limit_s)
-    world = SimWorld(seed=seed, clock=clock, config=limits.config)
+    config = None if limits.config is None else copy.deepcopy(limits.config)
+    world = SimWorld(seed=seed, clock=clock, config=config)
     result = RunResult(index, seed, schedule)
     rules = [rule_from_spec(spec) for spec in schedule]
     if world_out is not None:

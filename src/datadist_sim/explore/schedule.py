@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from datadist_sim._world.faults import ACTIONS, LINK_OPS, TRANSFER_OPS
+from datadist_sim._world.faults import ACTIONS, TRANSFER_OPS
 from datadist_sim._world.trace import TraceEvent
 
 Spec = Dict[str, object]
@@ -38,7 +38,7 @@ _TRANSFER_CODES = (
     "LLM_FAILED",
 )
 OP_CODES: Dict[str, Tuple[str, ...]] = {
-    **{op: _TRANSFER_CODES for op in TRANSFER_OPS},
+    **dict.fromkeys(TRANSFER_OPS, _TRANSFER_CODES),
     "link_clusters": ("LLM_LINK_FAILED", "LLM_PROCESSING_LINK", "LLM_ALREADY_LINK", "LLM_TIMEOUT"),
     "unlink_clusters": ("LLM_UNLINK_FAILED", "LLM_NOTIFY_PROMPT_UNLINK_FAILED", "LLM_PROCESSING_LINK"),
     "check_link_status": ("LLM_NOT_YET_LINK", "LLM_LINK_BUSY", "LLM_FAILED"),

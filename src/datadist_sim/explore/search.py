@@ -13,9 +13,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from datadist_sim._world.faults import ACTIONS
 from datadist_sim.explore.executor import adopt_path, default_workers, ordered_map, search_path
 from datadist_sim.explore.run import Limits, RunResult, Target, run_one
-from datadist_sim.explore.schedule import ACTIONS, Baseline, Schedule, schedules
+from datadist_sim.explore.schedule import Baseline, Schedule, schedules
 from datadist_sim.explore.shrink import MAX_SHRINK_RUNS, shrink
 
 BATCH = 16
@@ -122,7 +123,9 @@ def explore(
     if base_result.failed:
         outcome.wall_s = time.perf_counter() - start
         return outcome
-    planned = schedules(options.seed, base, options.kinds, options.runs, options.max_rules, options.systematic)
+    planned = schedules(
+        options.seed, base, options.kinds, options.runs, options.max_rules, options.systematic
+    )
     runs = [(i, seed, schedule) for i, (seed, schedule) in enumerate(planned)]
     outcome.results = list(_execute(func, spec, runs, options, progress))
     first = outcome.first_failure
@@ -153,10 +156,14 @@ def _execute(
                 progress(len(out), len(runs))
         return out
     paths = search_path()
-    jobs: List[Job] = [(spec, paths, options.limits, list(runs[i : i + BATCH])) for i in range(0, len(runs), BATCH)]
+    jobs: List[Job] = [
+        (spec, paths, options.limits, list(runs[i : i + BATCH])) for i in range(0, len(runs), BATCH)
+    ]
     if options.engine == "ray" and options.workers is None:
         workers = 0
-    for batch in ordered_map(run_batch, jobs, workers=workers, engine=options.engine, address=options.address):
+    for batch in ordered_map(
+        run_batch, jobs, workers=workers, engine=options.engine, address=options.address
+    ):
         out.extend(batch)
         if progress is not None:
             progress(len(out), len(runs))

@@ -19,9 +19,7 @@ MAX_SHRINK_RUNS = 400
 _NTH_TRIES = 8
 
 
-def shrink(
-    failing: RunResult, check: Check, *, budget: int = MAX_SHRINK_RUNS
-) -> Tuple[RunResult, int]:
+def shrink(failing: RunResult, check: Check, *, budget: int = MAX_SHRINK_RUNS) -> Tuple[RunResult, int]:
     """The smallest failing run found from ``failing`` (same seed and signature), and the runs it took."""
     best = failing
     runs = 0
