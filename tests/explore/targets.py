@@ -1,0 +1,36 @@
+"""Small explore targets for the command's own checks: one that always fails, one that never lets go of
+simulated time, one that spins without letting time pass, one that unbalances a pool's books."""
+
+from __future__ import annotations
+
+from datadist_sim import SimWorld
+
+
+def always_fails(world: SimWorld) -> None:
+    raise AssertionError("the property never holds")
+
+
+def sleeps_forever(world: SimWorld) -> None:
+    while True:
+        world.clock.sleep(1.0)
+
+
+def spins(world: SimWorld) -> None:
+    while True:
+        world.now()
+
+
+def unbalances_a_pool(world: SimWorld) -> None:
+    import llm_datadist
+
+    from tests.explore.clients import _options
+
+    dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.PROMPT, 7)
+    dd.init(_options())
+    pool = world.caches[7].device_pool
+    assert pool is not None
+    pool._used += 1  # what a bookkeeping bug in the world would look like
+
+
+def passes(world: SimWorld) -> None:
+    """Touches nothing: every run passes."""

@@ -1,0 +1,158 @@
+"""datadist-sim explore: finds a planted bug, shrinks it to one rule, replays it; a careful client
+survives the same runs; the failure verdicts (hang, invariants, baseline) and the command's exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from datadist_sim import SimWorld, scenarios
+from datadist_sim.cli import main
+from datadist_sim.explore import Limits, Options, explore
+from datadist_sim.explore.run import run_one
+from tests.explore import targets
+
+BUGGY = "tests.explore.clients:buggy"
+CAREFUL = "tests.explore.clients:careful"
+TWICE = "tests.explore.clients:twice"
+RUNS = 200
+
+
+@pytest.fixture(scope="module")
+def buggy_outcome() -> Any:
+    return explore(BUGGY, Options(runs=RUNS, workers=1))
+
+
+def test_planted_bug_is_found_within_a_few_hundred_runs_and_shrunk_to_one_rule(buggy_outcome: Any) -> None:
+    first = buggy_outcome.first_failure
+    assert first is not None and first.index < RUNS
+    shrunk = buggy_outcome.shrunk
+    assert shrunk is not None and len(shrunk.schedule) == 1
+    assert shrunk.schedule[0]["op"] == "pull_cache"
+    assert shrunk.signature == "RuntimeError"
+    assert "unhandled LLM_NOT_YET_LINK" in shrunk.failure
+
+
+def test_careful_client_survives_the_same_runs() -> None:
+    outcome = explore(CAREFUL, Options(runs=RUNS, workers=1))
+    assert not outcome.baseline.failed
+    assert len(outcome.results) == RUNS
+    assert outcome.failures == []
+    assert sum(outcome.fired().values()) > 0  # the runs did inject faults
+
+
+def test_careful_client_survives_swarm_runs_of_every_kind() -> None:
+    outcome = explore(CAREFUL, Options(runs=150, workers=1, systematic=False, seed=5))
+    assert outcome.failures == []
+    assert set(outcome.fired()) >= {"fail", "delay", "timeout", "kill"}
+
+
+def test_two_fault_bug_is_found_by_the_systematic_pairs_and_shrunk_to_two_rules() -> None:
+    outcome = explore(TWICE, Options(runs=300, workers=1))
+    assert outcome.first_failure is not None
+    assert all(len(r.schedule) == 2 for r in outcome.failures)  # no single fault breaks it
+    assert outcome.shrunk is not None
+    rules = outcome.shrunk.schedule
+    assert len(rules) == 2
+    assert {r["op"] for r in rules} == {"pull_cache"}
+
+
+def test_shrunk_run_fails_again_when_replayed_from_its_scenario_file(buggy_outcome: Any, tmp_path: Path) -> None:
+    from datadist_sim.explore.report import write_scenario
+
+    path = write_scenario(tmp_path, BUGGY, buggy_outcome.shrunk)
+    assert path.name == f"buggy-{buggy_outcome.shrunk.seed}.toml"
+    loaded = scenarios.load(path)
+    assert loaded.seed == buggy_outcome.shrunk.seed
+    assert [dict(s) for s in loaded.rule_specs] == buggy_outcome.shrunk.schedule
+    assert main(["explore", BUGGY, "--replay", str(path)]) == 1
+    assert main(["explore", CAREFUL, "--replay", str(path)]) == 0
+
+
+def test_scenario_file_loads_into_a_running_world_which_keeps_its_own_seed(
+    buggy_outcome: Any, tmp_path: Path
+) -> None:
+    from datadist_sim.explore.report import write_scenario
+
+    path = write_scenario(tmp_path, BUGGY, buggy_outcome.shrunk)
+    world = SimWorld(seed=3)
+    rules = world.faults.load(path)
+    assert len(rules) == 1 and world.seed == 3
+
+
+def test_command_writes_the_scenario_prints_the_replay_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explore", BUGGY, "--runs", "120", "--workers", "1", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    written = list(tmp_path.glob("buggy-*.toml"))
+    assert len(written) == 1
+    assert f"--replay {written[0]}" in out
+    assert "Fault.delay(" in out or "Fault.timeout(" in out
+    assert "runs/s" in out and "faults fired:" in out and "codes the client saw:" in out
+
+
+def test_command_exits_0_when_no_run_fails_and_reports_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", CAREFUL, "--runs", "30", "--workers", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["runs"] == 30 and report["failures"] == 0 and report["shrunk"] is None
+
+
+def test_failing_baseline_exits_1_with_its_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", "tests.explore.targets:always_fails", "--runs", "5"]) == 1
+    assert "baseline run fails" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explore", "tests.explore.targets:missing"],
+        ["explore", "no_colon_here"],
+        ["explore", CAREFUL, "--faults", "fail,bogus"],
+        ["explore", CAREFUL, "--runs", "-1"],
+    ],
+)
+def test_usage_errors_exit_2(argv: List[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "datadist-sim explore:" in capsys.readouterr().err
+
+
+def test_ray_engine_without_ray_is_a_usage_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    assert main(["explore", CAREFUL, "--runs", "3", "--engine", "ray"]) == 2
+    assert "datadist-sim[ray]" in capsys.readouterr().err
+
+
+def test_simulated_time_past_the_bound_is_a_hang() -> None:
+    result = run_one(targets.sleeps_forever, 0, 0, [], Limits(sim_limit_s=30.0))
+    assert result.failed and result.signature == "hang"
+    assert "simulated time passed 30 s" in result.failure
+
+
+def test_a_target_that_never_lets_time_pass_hangs_on_the_wall_bound() -> None:
+    result = run_one(targets.spins, 0, 0, [], Limits(wall_limit_s=0.05))
+    assert result.failed and result.signature == "hang"
+    assert "wall time" in result.failure
+
+
+def test_unbalanced_pool_books_fail_a_run_whose_target_passed() -> None:
+    result = run_one(targets.unbalances_a_pool, 0, 0, [], Limits())
+    assert result.failed and result.signature == "invariant"
+    assert "device pool" in result.failure
+
+
+def test_faults_fired_are_counted_per_kind_from_the_trace() -> None:
+    schedule: List[Dict[str, object]] = [{"action": "fail", "code": "LLM_FAILED", "op": "pull_cache", "first": 2}]
+    result = run_one(
+        __import__("tests.explore.clients", fromlist=["careful"]).careful, 0, 0, schedule, Limits()
+    )
+    assert not result.failed
+    assert result.fired == {"fail": 2}
+    assert result.codes["LLM_FAILED"] == 2
