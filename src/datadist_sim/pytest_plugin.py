@@ -23,7 +23,7 @@ import sys
 import warnings
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, Generator, Iterator, List, Optional, Set, Type, Union
+from typing import Any, Generator, Iterator, List, Optional, Set, Type, Union
 
 import pytest
 
@@ -35,9 +35,6 @@ from datadist_sim._world.clock import VirtualClock
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.timepatch import patch_time
-
-if TYPE_CHECKING:
-    from datadist_sim.scenarios import Scenario
 
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
 
@@ -124,15 +121,18 @@ def sim_world(request: pytest.FixtureRequest) -> Iterator[SimWorld]:
 
     A ``datadist_scenario`` file with a top-level ``seed`` seeds the world (an explore replay)."""
     marker = request.node.get_closest_marker("datadist_scenario")
-    scenario = None if marker is None else _scenario(marker, request.node)
+    path = None if marker is None else _scenario_of(marker, request.node)
     seed = request.config.stash[SEED]
-    if scenario is not None and scenario.seed is not None:
-        seed = scenario.seed
+    if path is not None:
+        from datadist_sim import scenarios
+
+        file_seed = scenarios.load(path).seed
+        seed = seed if file_seed is None else file_seed
     world = SimWorld(seed=seed, config=_config(request.node))
     request.node.stash[WORLD] = world
     with world.activate():
-        if scenario is not None:
-            world.faults.load(scenario)
+        if path is not None:
+            world.faults.load(path)
         yield world
         _finalize(world)
 
@@ -247,14 +247,12 @@ def _config(item: pytest.Item) -> SimConfig:
         pytest.fail(f"{item.nodeid}: datadist_config: {exc}", pytrace=False)
 
 
-def _scenario(marker: pytest.Mark, item: pytest.Item) -> Scenario:
+def _scenario_of(marker: pytest.Mark, item: pytest.Item) -> str:
     if len(marker.args) != 1 or marker.kwargs:
         pytest.fail(f"{item.nodeid}: datadist_scenario takes one name or path", pytrace=False)
-    from datadist_sim import scenarios
-
     name = str(marker.args[0])
     item.stash[SCENARIO] = name
-    return scenarios.load(_scenario_path(name, item))
+    return _scenario_path(name, item)
 
 
 def _scenario_path(name: str, item: pytest.Item) -> str:

@@ -22,7 +22,6 @@ def spins(world: SimWorld) -> None:
 
 def unbalances_a_pool(world: SimWorld) -> None:
     import llm_datadist
-
     from tests.explore.clients import _options
 
     dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.PROMPT, 7)

@@ -27,7 +27,8 @@ def one_worker() -> Any:
 def test_two_local_workers_agree_with_one_run_for_run(one_worker: Any) -> None:
     two = explore(BUGGY, Options(runs=RUNS, workers=2))
     assert _verdicts(two) == _verdicts(one_worker)
-    assert two.shrunk is not None and one_worker.shrunk is not None
+    assert two.shrunk is not None
+    assert one_worker.shrunk is not None
     assert two.shrunk.schedule == one_worker.shrunk.schedule
 
 
@@ -39,5 +40,6 @@ def test_ray_tasks_agree_with_one_local_worker_run_for_run(one_worker: Any) -> N
     finally:
         ray.shutdown()
     assert _verdicts(on_ray) == _verdicts(one_worker)
-    assert on_ray.shrunk is not None and one_worker.shrunk is not None
+    assert on_ray.shrunk is not None
+    assert one_worker.shrunk is not None
     assert on_ray.shrunk.schedule == one_worker.shrunk.schedule

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+from tests.explore import targets
 
 from datadist_sim import SimWorld, scenarios
 from datadist_sim.cli import main
 from datadist_sim.explore import Limits, Options, explore
 from datadist_sim.explore.run import run_one
-from tests.explore import targets
 
 BUGGY = "tests.explore.clients:buggy"
 CAREFUL = "tests.explore.clients:careful"
@@ -28,9 +28,11 @@ def buggy_outcome() -> Any:
 
 def test_planted_bug_is_found_within_a_few_hundred_runs_and_shrunk_to_one_rule(buggy_outcome: Any) -> None:
     first = buggy_outcome.first_failure
-    assert first is not None and first.index < RUNS
+    assert first is not None
+    assert first.index < RUNS
     shrunk = buggy_outcome.shrunk
-    assert shrunk is not None and len(shrunk.schedule) == 1
+    assert shrunk is not None
+    assert len(shrunk.schedule) == 1
     assert shrunk.schedule[0]["op"] == "pull_cache"
     assert shrunk.signature == "RuntimeError"
     assert "unhandled LLM_NOT_YET_LINK" in shrunk.failure
@@ -60,7 +62,9 @@ def test_two_fault_bug_is_found_by_the_systematic_pairs_and_shrunk_to_two_rules(
     assert {r["op"] for r in rules} == {"pull_cache"}
 
 
-def test_shrunk_run_fails_again_when_replayed_from_its_scenario_file(buggy_outcome: Any, tmp_path: Path) -> None:
+def test_shrunk_run_fails_again_when_replayed_from_its_scenario_file(
+    buggy_outcome: Any, tmp_path: Path
+) -> None:
     from datadist_sim.explore.report import write_scenario
 
     path = write_scenario(tmp_path, BUGGY, buggy_outcome.shrunk)
@@ -80,7 +84,8 @@ def test_scenario_file_loads_into_a_running_world_which_keeps_its_own_seed(
     path = write_scenario(tmp_path, BUGGY, buggy_outcome.shrunk)
     world = SimWorld(seed=3)
     rules = world.faults.load(path)
-    assert len(rules) == 1 and world.seed == 3
+    assert len(rules) == 1
+    assert world.seed == 3
 
 
 def test_command_writes_the_scenario_prints_the_replay_and_exits_1(
@@ -92,13 +97,17 @@ def test_command_writes_the_scenario_prints_the_replay_and_exits_1(
     assert len(written) == 1
     assert f"--replay {written[0]}" in out
     assert "Fault.delay(" in out or "Fault.timeout(" in out
-    assert "runs/s" in out and "faults fired:" in out and "codes the client saw:" in out
+    assert "runs/s" in out
+    assert "faults fired:" in out
+    assert "codes the client saw:" in out
 
 
 def test_command_exits_0_when_no_run_fails_and_reports_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explore", CAREFUL, "--runs", "30", "--workers", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["runs"] == 30 and report["failures"] == 0 and report["shrunk"] is None
+    assert report["runs"] == 30
+    assert report["failures"] == 0
+    assert report["shrunk"] is None
 
 
 def test_failing_baseline_exits_1_with_its_failure(capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,24 +141,29 @@ def test_ray_engine_without_ray_is_a_usage_error_naming_the_extra(
 
 def test_simulated_time_past_the_bound_is_a_hang() -> None:
     result = run_one(targets.sleeps_forever, 0, 0, [], Limits(sim_limit_s=30.0))
-    assert result.failed and result.signature == "hang"
+    assert result.failed
+    assert result.signature == "hang"
     assert "simulated time passed 30 s" in result.failure
 
 
 def test_a_target_that_never_lets_time_pass_hangs_on_the_wall_bound() -> None:
     result = run_one(targets.spins, 0, 0, [], Limits(wall_limit_s=0.05))
-    assert result.failed and result.signature == "hang"
+    assert result.failed
+    assert result.signature == "hang"
     assert "wall time" in result.failure
 
 
 def test_unbalanced_pool_books_fail_a_run_whose_target_passed() -> None:
     result = run_one(targets.unbalances_a_pool, 0, 0, [], Limits())
-    assert result.failed and result.signature == "invariant"
+    assert result.failed
+    assert result.signature == "invariant"
     assert "device pool" in result.failure
 
 
 def test_faults_fired_are_counted_per_kind_from_the_trace() -> None:
-    schedule: List[Dict[str, object]] = [{"action": "fail", "code": "LLM_FAILED", "op": "pull_cache", "first": 2}]
+    schedule: List[Dict[str, object]] = [
+        {"action": "fail", "code": "LLM_FAILED", "op": "pull_cache", "first": 2}
+    ]
     result = run_one(
         __import__("tests.explore.clients", fromlist=["careful"]).careful, 0, 0, schedule, Limits()
     )
