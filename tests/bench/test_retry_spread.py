@@ -1,0 +1,33 @@
+"""``bench retry`` on the explore executor: the policy x scenario matrix run in two local processes
+gives the same cells as in this process, user policies included; a policy that cannot be sent to a
+worker is named."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+
+from datadist_sim.bench.faults import Timing
+from datadist_sim.bench.retry_bench import POLICIES, Spread, policy_factory, run_matrix
+from datadist_sim.bench.workload import Workload
+
+SMALL = Workload(requests=60, rate_per_s=10.0)
+TIMING = Timing(start_s=1.0, window_s=3.0)
+SCENARIOS = [("flaky_link", (1.0,)), ("uce", (1.0,))]
+USER = "tests.bench.policies_for_spread:two_tries"
+
+
+def test_two_workers_give_the_same_cells_as_one() -> None:
+    policies = {"no-retry": POLICIES["no-retry"], "mine": policy_factory(USER)}
+    here = run_matrix(SMALL, policies, SCENARIOS, TIMING)
+    spread = Spread(workers=2, sources={"mine": USER})
+    there = run_matrix(SMALL, policies, SCENARIOS, TIMING, spread=spread)
+    assert [asdict(c.metrics) for c in there] == [asdict(c.metrics) for c in here]
+    assert [c.timeline for c in there] == [c.timeline for c in here]
+
+
+def test_a_policy_without_a_source_cannot_go_to_a_worker() -> None:
+    policies = {"adhoc": POLICIES["no-retry"].__call__}
+    with pytest.raises(ValueError, match="adhoc"):
+        run_matrix(SMALL, policies, SCENARIOS[:1], TIMING, spread=Spread(workers=2))
