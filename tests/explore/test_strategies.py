@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Dict, List
 
 from hypothesis import HealthCheck, find, given, settings
+from tests.explore import clients
 
 from datadist_sim import Fault, SimWorld
 from datadist_sim.explore import Limits
 from datadist_sim.explore.run import run_one
 from datadist_sim.scenarios import rule_from_spec
 from datadist_sim.strategies import fault_rules, rule_specs, schedules
-from tests.explore import clients
 
 
 @given(spec=rule_specs(ops=["pull_cache", "link_clusters"], clusters=[1, 2]))
