@@ -48,6 +48,8 @@ def test_killed_prompt_memory_is_reclaimed_and_peers_time_out(fabric: Fabric) ->
     assert decode.expect("segments") == "2"  # only the Decode side's own cache (two tensors) is left
     assert decode.expect("pull") == "LLM_WAIT_PROCESS_TIMEOUT"
     assert decode.expect("pull_again") == "LLM_NOT_YET_LINK"
+    assert decode.expect("relink_kept") == "LLM_SUCCESS ['LLM_ALREADY_LINK']"  # the entry outlives it
+    assert decode.expect("unlink") == "LLM_UNLINK_FAILED ['LLM_NOTIFY_PROMPT_UNLINK_FAILED']"
     assert decode.expect("relink") == "LLM_LINK_FAILED ['LLM_LINK_FAILED']"  # nobody listens any more
     decode.expect("done")
     assert decode.finish() == 0

@@ -151,12 +151,12 @@ class KvCacheMachine(FabricMachine):
         server = self.nodes.get(p)
         if node.role is not LLMRole.DECODER:
             want: Tuple[Any, Any] = (S.LLM_PARAM_INVALID, [])
+        elif (d, p) in self.ends:  # v1 reads its own link table before it connects, broken or not
+            want = (S.LLM_SUCCESS, [S.LLM_ALREADY_LINK])
         elif server is None or server.role is not LLMRole.PROMPT:
             want = (S.LLM_LINK_FAILED, [S.LLM_LINK_FAILED])  # nobody (or no Prompt) listens there
         elif p in self.hung:
             want = (S.LLM_LINK_FAILED, [S.LLM_WAIT_PROCESS_TIMEOUT])
-        elif (d, p) in self.ends:
-            want = (S.LLM_SUCCESS, [S.LLM_ALREADY_LINK])
         else:
             want = (S.LLM_SUCCESS, [S.LLM_SUCCESS])
             self._linked(d, p)

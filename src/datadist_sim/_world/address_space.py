@@ -29,7 +29,7 @@ import ctypes
 import os
 import sys
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -164,7 +164,8 @@ class AddressSpace:
         self._starts: list[int] = []
         self._sizes: dict[int, int] = {}
         self._buffers: dict[int, Bytes] = {}
-        self._poison: list[tuple[int, int]] = []
+        self._poison: list[tuple[int, int]] = []  # (start, end), sorted; replaced, never mutated
+        self._poison_span = 0  # the longest poisoned range: bounds how far back an overlap can start
 
     # -- pools and the allocation index --------------------------------------------------------------
 
@@ -204,12 +205,16 @@ class AddressSpace:
                 self._buffers[address] = buffer
 
     def on_free(self, address: int, nbytes: int) -> None:
+        """Forget the allocation; poison inside it goes too. The driver retires a page hit by a UCE
+        and the pool's next user gets clean memory, so a fresh cache never reads as poisoned."""
         with self._lock:
             index = bisect_right(self._starts, address) - 1
             if index >= 0 and self._starts[index] == address:
                 del self._starts[index]
             self._sizes.pop(address, None)
             self._buffers.pop(address, None)
+            if self._poison:
+                self._drop_poison(address, address + nbytes)
 
     def allocation_containing(self, address: int) -> Optional[tuple[int, int]]:
         """``(start, reserved bytes)`` of the live simulated allocation holding ``address``, if any."""
@@ -308,40 +313,75 @@ class AddressSpace:
     # -- poison (UCE fault injection) -------------------------------------------------------------------
 
     def poison(self, address: int, nbytes: int) -> None:
-        """Mark a range as hit by an uncorrectable memory error: touching it raises LLM_DEVICE_MEM_ERROR."""
+        """Mark a range as hit by an uncorrectable memory error: touching it raises LLM_DEVICE_MEM_ERROR
+        (a transfer tells the peer's memory from the caller's). Freeing the allocation clears it."""
         if nbytes <= 0:
             raise ValueError(f"poisoned range must be non-empty, got {nbytes} B")
+        entry = (address, address + nbytes)
         with self._lock:
-            self._poison = [*self._poison, (address, address + nbytes)]
+            poison = self._poison
+            index = bisect_left(poison, entry)
+            if index < len(poison) and poison[index] == entry:
+                return
+            self._poison = [*poison[:index], entry, *poison[index:]]
+            self._poison_span = max(self._poison_span, nbytes)
 
     def heal(self, address: Optional[int] = None, nbytes: int = 1) -> None:
         """Drop poisoned ranges overlapping ``[address, address + nbytes)``, or all of them."""
         with self._lock:
             if address is None:
                 self._poison = []
+                self._poison_span = 0
             else:
-                end = address + nbytes
-                self._poison = [(lo, hi) for lo, hi in self._poison if hi <= address or lo >= end]
+                self._drop_poison(address, address + nbytes)
+
+    def _drop_poison(self, address: int, end: int) -> None:
+        """Drop every poisoned range overlapping ``[address, end)`` (called with the lock held)."""
+        kept = [r for r in self._poison if r[1] <= address or r[0] >= end]
+        if len(kept) != len(self._poison):
+            self._poison = kept
+            self._poison_span = max((high - low for low, high in kept), default=0)
+
+    @property
+    def has_poison(self) -> bool:
+        """Whether any range is poisoned (a cheap test for the transfer path)."""
+        return bool(self._poison)
+
+    def poisoned_range(self, address: int, nbytes: int) -> Optional[tuple[int, int]]:
+        """The first poisoned ``(start, end)`` overlapping ``[address, address + nbytes)``, or None.
+
+        A bisection, not a scan: only ranges starting within the longest poisoned span before
+        ``address`` can reach into it.
+        """
+        poison = self._poison
+        if not poison:
+            return None
+        end = address + nbytes
+        low = bisect_left(poison, (address - self._poison_span + 1,))
+        high = bisect_left(poison, (end,))
+        for index in range(low, high):
+            if poison[index][1] > address:
+                return poison[index]
+        return None
 
     def is_poisoned(self, address: int, nbytes: int) -> bool:
         """Whether ``[address, address + nbytes)`` overlaps a poisoned range."""
-        end = address + nbytes
-        return any(low < end and address < high for low, high in self._poison)
+        return self.poisoned_range(address, nbytes) is not None
 
     @property
     def poisoned(self) -> list[tuple[int, int]]:
-        """``(start, end)`` of every poisoned range."""
+        """``(start, end)`` of every poisoned range, in address order."""
         return list(self._poison)
 
     def _check_poison(self, address: int, nbytes: int) -> None:
-        end = address + nbytes
-        for low, high in self._poison:
-            if low < end and address < high:
-                raise SimError(
-                    LLMStatusCode.LLM_DEVICE_MEM_ERROR,
-                    f"uncorrectable memory error at {max(low, address):#x} "
-                    f"(poisoned range [{low:#x}, {high:#x}))",
-                )
+        hit = self.poisoned_range(address, nbytes)
+        if hit is not None:
+            low, high = hit
+            raise SimError(
+                LLMStatusCode.LLM_DEVICE_MEM_ERROR,
+                f"uncorrectable memory error at {max(low, address):#x} "
+                f"(poisoned range [{low:#x}, {high:#x}))",
+            )
 
 
 def tensor_views(

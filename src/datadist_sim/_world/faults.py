@@ -215,6 +215,9 @@ class _State:
     fired_at: Optional[float] = None
     healed: bool = False
     undo: List[Any] = field(default_factory=list)
+    poisoned: Dict[Tuple[int, int], None] = field(default_factory=dict)
+    """Ranges a poison rule poisoned (an ordered set), for healing them with the rule."""
+    prune_at: int = 64
 
 
 @dataclass(frozen=True)
@@ -349,6 +352,25 @@ class FaultPlan:
         for rule, state in heal:
             self._heal(rule, state)
 
+    def next_due(self, after: float, until: float) -> Optional[float]:
+        """The earliest simulated time in ``(after, until]`` at which a timed rule (``start_s``, no
+        ``op``) fires, or None. A transfer running over that span stops there, so a world fault takes
+        effect at its own moment, mid-transfer, not at the next call."""
+        if not self._rules:
+            return None
+        with self._lock:
+            times = [
+                rule.start_s
+                for rule, state in self._rules.items()
+                if not state.fired
+                and not state.healed
+                and rule.op is None
+                and rule.action in _TIMED
+                and rule.start_s is not None
+                and after < rule.start_s <= until
+            ]
+        return min(times, default=None)
+
     def hung(self, cluster_id: int) -> bool:
         """``cluster_id`` answers nobody now (a hang rule holds)."""
         return self._holds(lambda rule: rule.action == "hang" and rule.cluster == cluster_id)
@@ -420,16 +442,27 @@ class FaultPlan:
         if rule.action in ("cap_pool", "exhaust_pool") and state.undo and rule.cluster is not None:
             world.restore_pool(rule.cluster, state.undo[0])
         elif rule.action == "poison":
-            for address, nbytes in state.undo:
+            for address, nbytes in state.poisoned:
                 world.memory.heal(address, nbytes)
+            state.poisoned.clear()
         world.record(rule.cluster, f"fault.{rule.action}", "healed", rule.name, kind="event")
 
     def note_poison(self, rule: Fault, address: int, nbytes: int) -> None:
-        """Remember a range a poison rule poisoned, so healing the rule heals it."""
+        """Remember a range a poison rule poisoned, so healing the rule heals it.
+
+        Bounded by the poison still live: memory that was freed since is clean again (the address
+        space drops poison on free), so whenever the list doubles, ranges no longer poisoned leave it.
+        """
+        memory = self._world.memory
         with self._lock:
             state = self._rules.get(rule)
-            if state is not None:
-                state.undo.append((address, nbytes))
+            if state is None:
+                return
+            state.poisoned[(address, nbytes)] = None
+            if len(state.poisoned) >= state.prune_at:
+                live = [r for r in state.poisoned if memory.is_poisoned(*r)]
+                state.poisoned = dict.fromkeys(live)
+                state.prune_at = max(64, 2 * len(live))
 
 
 def _matches(rule: Fault, call: Call, now: float) -> bool:

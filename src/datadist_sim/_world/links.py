@@ -218,8 +218,16 @@ def _finish_v2(world: SimWorld, outcomes: List[Outcome]) -> Tuple[LLMStatusCode,
 def _connect(
     world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float, timeout_code: LLMStatusCode
 ) -> Outcome:
-    """Connect to the server at the remote endpoints and set the link up within ``timeout_s``."""
+    """Connect to the server at the remote endpoints and set the link up within ``timeout_s``.
+
+    v1 looks the peer up in its own link table before it connects (GE ``link_req_handler.cpp:205-210``):
+    an entry that is still there, even one a timed-out transfer broke or whose peer died, answers
+    ``LLM_ALREADY_LINK`` at once. A timeout never removes the entry (GE ``cluster_manager.cpp:162-184``,
+    ``llm_comm_entity.cpp:799-833``): only ``unlink_clusters`` does, so the client unlinks first.
+    """
     cfg = world.config
+    if node.mode is Mode.KV_CACHE_MANAGER and req.remote_cluster_id in node.peers:
+        return S.LLM_ALREADY_LINK, cfg.message_rtt_s
     server = _server_for(world, req.remote)
     if server is None:
         return S.LLM_LINK_FAILED, timeout_s

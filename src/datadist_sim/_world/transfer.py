@@ -34,6 +34,9 @@ Range = Tuple[int, int, int]
 _P = LLMStatusCode.LLM_PARAM_INVALID
 
 
+_TIMEOUTS = (LLMStatusCode.LLM_TIMEOUT, LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT)
+
+
 def timeout_code(mode: Mode) -> LLMStatusCode:
     return LLMStatusCode.LLM_TIMEOUT if mode is Mode.CACHE_MANAGER else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
 
@@ -146,12 +149,16 @@ def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> No
 
 def _time_out(world: SimWorld, node: ClusterNode, remote_id: int, nbytes: int, waited_s: float = 0.0) -> None:
     """The transfer never completes: ``sync_kv_timeout`` passes, nothing more moves, and the link is
-    left broken — the documented remedy for a timed-out transfer is to re-establish the link."""
+    left broken — the documented remedy for a timed-out transfer is to re-establish the link.
+
+    A rank-table link under ``SimConfig(comm_timeout_keeps_link=True)`` stays usable instead, as the
+    hixl code does: the timed-out stream is aborted and the comm entity kept (``comm_entity.cc``).
+    """
     limit = node.settings.sync_kv_timeout_ms / 1000.0
     world.elapse(max(limit - waited_s, 0.0))
     with world.lock:
         peer = node.peers.get(remote_id)
-        if peer is not None:
+        if peer is not None and not (peer.via_comm is not None and world.config.comm_timeout_keeps_link):
             peer.broken = True
     world.record(
         node.cluster_id, "transfer.timeout", timeout_code(node.mode).name, f"{nbytes} B", kind="event"
@@ -166,7 +173,7 @@ def _check_uce(world: SimWorld, ranges: List[Range], remote_is_src: bool) -> Non
     """A poisoned range fails the transfer: ``LLM_DEVICE_MEM_ERROR`` when it is the caller's memory,
     ``LLM_SUSPECT_REMOTE_ERROR`` when it is the peer's."""
     space = world.memory
-    if not space.poisoned:
+    if not space.has_poison:
         return
     for dst, src, nbytes in ranges:
         for address, is_remote in ((src, remote_is_src), (dst, not remote_is_src)):
@@ -188,6 +195,47 @@ def _silent(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:
     return peer.peer_lost or world.unreachable(node.cluster_id, remote_id)
 
 
+def _peer_gone(world: SimWorld, node: ClusterNode, remote_id: int, remote: Optional[ClusterNode]) -> bool:
+    """Whether the peer's process died or finalized since the transfer began (``remote`` is the
+    instance it started with), or the link was cut: a few lookups, cheap enough for every transfer."""
+    peer = node.peers.get(remote_id)
+    return (
+        remote is None
+        or not remote.alive
+        or world.node(remote_id) is not remote
+        or (peer is not None and (peer.broken or peer.peer_lost))
+    )
+
+
+def _peer_failed(world: SimWorld, node: ClusterNode, remote_id: int, remote: Optional[ClusterNode]) -> bool:
+    """Whether the peer stopped answering since the transfer began: it is gone, or a partition or
+    hang holds."""
+    return _peer_gone(world, node, remote_id, remote) or world.unreachable(node.cluster_id, remote_id)
+
+
+def _pass_time(
+    world: SimWorld,
+    node: ClusterNode,
+    remote_id: int,
+    remote: Optional[ClusterNode],
+    seconds: float,
+    nbytes: int,
+) -> None:
+    """Let the transfer's ``seconds`` pass. A timed world fault due meanwhile (a kill, partition, hang
+    or cut at its ``start_s``) takes effect at its own moment; if it silences the peer, the transfer
+    never completes and times out ``sync_kv_timeout`` after it began."""
+    start = world.now()
+    end = start + seconds
+    due = world.faults.next_due(start, end)
+    while due is not None:
+        world.clock.advance_to(due)
+        world.faults.tick()
+        if _peer_failed(world, node, remote_id, remote):
+            _time_out(world, node, remote_id, nbytes, waited_s=world.now() - start)
+        due = world.faults.next_due(due, end)
+    world.elapse(end - world.now())
+
+
 def _run(
     world: SimWorld,
     node: ClusterNode,
@@ -206,6 +254,7 @@ def _run(
         _time_out(world, node, remote_id, 0)
     with world.lock:
         ranges = plan()
+        remote = world.node(remote_id)
     nbytes = sum(r[2] for r in ranges)
     fired_before = world.faults.fired_total
     rules = world.faults.on_call(Call(current_op(op), node.cluster_id, remote_id, req_id))
@@ -233,6 +282,7 @@ def _run(
             if landed:
                 with world.lock:
                     ranges = plan()
+                    _check_uce(world, ranges, remote_is_src)  # a poisoned source is the peer's memory
                     commit(ranges)
             world.record(
                 node.cluster_id, "transfer.landed" if landed else "transfer.lost", "ok", kind="event"
@@ -240,13 +290,26 @@ def _run(
             _time_out(world, node, remote_id, nbytes)
     limit = node.settings.sync_kv_timeout_ms / 1000.0
     if seconds > limit:
-        _time_out(world, node, remote_id, nbytes)
-    world.elapse(seconds)
+        _pass_time(world, node, remote_id, remote, limit, nbytes)
+        _time_out(world, node, remote_id, nbytes, waited_s=limit)
+    _pass_time(world, node, remote_id, remote, seconds, nbytes)
     with world.lock:
-        if threading.active_count() > 1 or world.faults.fired_total != fired_before:
-            ranges = plan()  # another thread or a fault may have changed what the plan relied on
-        _check_uce(world, ranges, remote_is_src)
-        commit(ranges)
+        changed = threading.active_count() > 1 or world.faults.fired_total != fired_before
+        lost = _peer_gone(world, node, remote_id, remote) or (
+            changed and world.unreachable(node.cluster_id, remote_id)
+        )
+        if not lost:  # else the peer died or finalized (another thread) while the bytes were in flight
+            if changed:
+                ranges = plan()  # another thread or a fault may have changed what the plan relied on
+            _check_uce(world, ranges, remote_is_src)
+            try:
+                commit(ranges)
+            except SimError as exc:  # the process serving raw memory died or stayed silent (fabric)
+                if exc.code not in _TIMEOUTS:
+                    raise
+                lost = True
+    if lost:
+        _time_out(world, node, remote_id, nbytes, waited_s=seconds)
 
 
 def _plan_pull(

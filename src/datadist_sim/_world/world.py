@@ -38,8 +38,16 @@ class SimConfig:
     """Time for a rank-table communicator (``link``) to reach OK once every member has joined."""
     poll_interval_s: float = 1.0
     """How far one PREPARING poll moves time while a member is still missing (a client's poll gap)."""
-    hccl_connect_timeout_s: float = 120.0
-    """``link_total_time = 0`` means HCCL_CONNECT_TIMEOUT, 120 s by default."""
+    hccl_connect_timeout_s: float = 30.0
+    """How long a rank-table link waits for a member that does not answer when ``llm.LinkTotalTime``
+    is 0: the memory-descriptor exchange times out after ``link_total_time``, else 30 s (hixl
+    ``comm_link_manager.cc:90``)."""
+    comm_timeout_keeps_link: bool = False
+    """A transfer that times out on a rank-table (``link``) link: False (the documented behaviour,
+    status table: the link is unrecoverable and must be re-established) leaves it broken, later
+    transfers get ``LLM_NOT_YET_LINK`` until ``unlink`` and ``link``; True follows the hixl code, which
+    only aborts the stream and keeps the comm entity (``comm_entity.cc:538``; ``LLM_NOT_YET_LINK`` only
+    for a missing or destroyed entity, ``data_cache_engine.cc:141-152``), so later transfers run."""
     max_links: int = 512
     max_clusters_per_call: int = 16
     v2_cluster_limit: bool = False

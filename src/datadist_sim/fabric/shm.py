@@ -171,14 +171,7 @@ class SharedAddressSpace(AddressSpace):
             raise SimError(
                 LLMStatusCode.LLM_PARAM_INVALID, f"negative transfer size {nbytes} at {address:#x}"
             )
-        end = address + nbytes
-        for low, high in self.poisoned:
-            if low < end and address < high:
-                raise SimError(
-                    LLMStatusCode.LLM_DEVICE_MEM_ERROR,
-                    f"uncorrectable memory error at {max(low, address):#x} "
-                    f"(poisoned range [{low:#x}, {high:#x}))",
-                )
+        self._check_poison(address, nbytes)
 
 
 _FABRIC_FILE = re.compile(r"^datadist-sim-(\d+)-(scratch-)?\d+$")
