@@ -2,8 +2,14 @@
 
 Every member calls ``link`` with the same ``comm_name``, ``cluster_rank_info`` and rank table. The
 communicator is PREPARING until all members have joined and ``comm_setup_s`` has passed, then OK, and
-the members are linked for transfers. A member that never comes, or members that disagree on the rank
-information, leave it FAILED.
+the members are linked for transfers. Members that disagree on the rank information leave it FAILED.
+
+The vendor's link task connects the comm and exchanges memory descriptors with every other member
+(hixl ``comm_link_manager.cc:211-256``, ``comm_entity.cc:211-234``); a failure there is
+``LLM_LINK_FAILED`` and the status FAILED (``comm_link_manager.cc:428-443``). So a member that never
+joins, or one a partition, hang or death cuts off while the link is set up, fails it once the exchange
+times out: ``llm.LinkTotalTime`` seconds after the member's own ``link``, or 30 s when that is 0
+(``comm_link_manager.cc:90``).
 """
 
 from __future__ import annotations
@@ -44,11 +50,15 @@ class Communicator:
     members: Dict[int, _Member] = field(default_factory=dict)
     consistent: bool = True
     ready_at: Optional[float] = None
+    blocked: bool = False
+    """A member could not reach another while the link was set up: the exchange will time out."""
+    verified: bool = False
+    """The set-up finished with every member reachable: OK for good."""
 
     def status(self, cluster_id: int, now: float, deadline_s: float) -> CommStatus:
         if not self.consistent:
             return CommStatus.FAILED
-        if self.ready_at is not None:
+        if self.ready_at is not None and not self.blocked:
             return CommStatus.OK if now >= self.ready_at else CommStatus.PREPARING
         joined = self.members[cluster_id].joined_at
         return CommStatus.FAILED if now >= joined + deadline_s else CommStatus.PREPARING
@@ -109,13 +119,35 @@ class CommRegistry:
         with world.lock:
             comm = self._lookup(node, comm_id)
             deadline = self._deadline(node)
+            if comm.ready_at is not None and not (comm.verified or comm.blocked):
+                self._verify(comm)
             status = comm.status(node.cluster_id, world.now(), deadline)
             if status is CommStatus.PREPARING:
-                if comm.ready_at is not None:
+                if comm.ready_at is not None and not comm.blocked:
                     world.clock.advance_to(comm.ready_at)
                 else:
                     world.elapse(world.config.poll_interval_s)
         return status
+
+    def _verify(self, comm: Communicator) -> None:
+        """While the link is set up, every member must reach every other (``Fault.partition``,
+        ``Fault.hang``, a killed member): else the communicator is blocked and the links it made go."""
+        world = self._world
+        ids = sorted(comm.members)
+        if any(world.unreachable(a, b) for a in ids for b in ids if a != b) or set(ids) != set(comm.expected):
+            comm.blocked = True
+            for own in ids:
+                node = world.node(own)
+                if node is None:
+                    continue
+                mine = comm.members[own].comm_id
+                for other in ids:
+                    peer = node.peers.get(other)
+                    if peer is not None and peer.via_comm == mine:
+                        del node.peers[other]
+            world.record(None, "comm.blocked", "LLM_LINK_FAILED", f"comm {comm.name}", kind="event")
+        elif comm.ready_at is not None and world.now() >= comm.ready_at:
+            comm.verified = True
 
     def unlink(self, node: ClusterNode, comm_id: int) -> None:
         """Leave the communicator and drop the links it made for this instance."""
