@@ -36,6 +36,12 @@ class StatusInfo:
     def is_retryable(self) -> bool:
         return self.retryable == "yes"
 
+    @property
+    def origin(self) -> str:
+        """Where this row's retryable flag and remedy come from: ``status table`` (the user's code table)
+        or ``reference`` (the API reference, for the codes the user's table lacks, e.g. ``LLM_TIMEOUT``)."""
+        return "status table" if self.source == _TABLE else "reference"
+
 
 _TABLE = "status_codes.txt"
 _REF = "llm_datadist_api.md"
@@ -244,6 +250,18 @@ STATUS_TABLE: dict[LLMStatusCode, StatusInfo] = {
     row[0]: StatusInfo(code=row[0], description=row[1], retryable=row[2], remedy=row[3], source=row[4])
     for row in _ROWS
 }
+
+
+def find_codes(text: str) -> list[StatusInfo]:
+    """The rows a user's text names, as logs print codes: a decimal (``1343270938``, ``507057``) or hex
+    (``0x5010B01A``) integer is that exact value; anything else is a case-insensitive part of the name
+    (``TIMEOUT``, ``llm_link_busy``)."""
+    try:
+        value = int(text, 0)
+    except ValueError:
+        part = text.strip().upper()
+        return [row for row in STATUS_TABLE.values() if part in row.name]
+    return [row for row in STATUS_TABLE.values() if row.value == value]
 
 
 def status_info(code: Union[LLMStatusCode, int, str]) -> StatusInfo:

@@ -9,16 +9,14 @@ import json
 import sys
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
-from datadist_sim._status_table import STATUS_TABLE, StatusInfo
+from datadist_sim._status_table import STATUS_TABLE, StatusInfo, find_codes
 
 if TYPE_CHECKING:
     from datadist_sim._coverage import CodeCoverage
 
 
 def _select(name_filter: Optional[str], retryable: Optional[str]) -> List[StatusInfo]:
-    rows = list(STATUS_TABLE.values())
-    if name_filter:
-        rows = [r for r in rows if name_filter.upper() in r.name]
+    rows = find_codes(name_filter) if name_filter else list(STATUS_TABLE.values())
     if retryable:
         rows = [r for r in rows if r.retryable == retryable]
     return rows
@@ -29,6 +27,10 @@ def _table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     return "\n".join([line.rstrip(), "  ".join("-" * w for w in widths), *body])
+
+
+def _hex(value: int) -> str:
+    return f"0x{value:X}" if value >= 0 else "-"
 
 
 def cmd_codes(args: argparse.Namespace) -> int:
@@ -43,6 +45,7 @@ def cmd_codes(args: argparse.Namespace) -> int:
                         "description": r.description,
                         "retryable": r.retryable,
                         "remedy": r.remedy,
+                        "source": r.origin,
                     }
                     for r in rows
                 ],
@@ -50,8 +53,8 @@ def cmd_codes(args: argparse.Namespace) -> int:
             )
         )
     else:
-        cells = [[r.name, str(r.value), r.retryable, r.description] for r in rows]
-        print(_table(cells, ["code", "integer", "retryable", "meaning"]))
+        cells = [[r.name, str(r.value), _hex(r.value), r.retryable, r.origin, r.description] for r in rows]
+        print(_table(cells, ["code", "integer", "hex", "retryable", "source", "meaning"]))
         if args.remedy:
             for r in rows:
                 print(f"\n{r.name}: {r.remedy}")
@@ -180,7 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     codes = sub.add_parser("codes", help="the LLMStatusCode table: integer, retryable, meaning, remedy")
-    codes.add_argument("filter", nargs="?", help="only codes whose name contains this text")
+    codes.add_argument(
+        "filter",
+        nargs="?",
+        help="a code as logs print it: its integer (1343270938, 507057), hex (0x5010B01A), or part of its "
+        "name (TIMEOUT)",
+    )
     codes.add_argument("--retryable", choices=["yes", "no", "n.a."])
     codes.add_argument("--remedy", action="store_true", help="also print each code's documented remedy")
     codes.add_argument("--json", action="store_true", help="machine-readable output")
