@@ -169,3 +169,63 @@ def test_exec_coverage_fail_under_turns_a_successful_program_into_exit_1(
     assert "(required: 2; NOT met)" in capfd.readouterr().err
     assert main(["exec", "--coverage-fail-under", "1", "--", PY, str(program)]) == 0
     assert "(required: 1; met)" in capfd.readouterr().err
+
+
+EXITS_BY_OS_EXIT = """
+import os
+import llm_datadist
+
+dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.PROMPT, 3)
+dd.init({"ge.exec.deviceId": "0", "llm.listenIpInfo": "10.0.0.1:26000"})
+os._exit(0)  # as a multiprocessing worker leaves: no atexit handlers run
+"""
+
+
+def test_exec_trace_is_complete_when_exec_returns_even_after_os_exit(tmp_path: Path) -> None:
+    program = tmp_path / "quits.py"
+    program.write_text(EXITS_BY_OS_EXIT)
+    trace = tmp_path / "t-{pid}.jsonl"
+    assert main(["exec", "--trace", str(trace), "--", PY, str(program)]) == 0
+    (written,) = tmp_path.glob("t-*.jsonl")
+    assert written.name != "t-{pid}.jsonl" and written.name[2:-6].isdigit()
+    events = [json.loads(line) for line in written.read_text().splitlines()]
+    assert [(e["op"], e["outcome"]) for e in events if e["kind"] == "call"] == [("init", "LLM_SUCCESS")]
+
+
+def test_run_expands_pid_in_its_trace_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "uce", "--trace", str(tmp_path / "t-{pid}.jsonl")]) in (0, 1)
+    assert [p.name for p in tmp_path.iterdir()] == [f"t-{os.getpid()}.jsonl"]
+    assert f"t-{os.getpid()}.jsonl" in capsys.readouterr().out
+
+
+def test_fabric_expands_pid_in_its_trace_path(tmp_path: Path) -> None:
+    from datadist_sim._world.trace import open_trace_sink
+
+    with open_trace_sink(tmp_path / "f-{pid}.jsonl", "a") as sink:
+        sink.write("{}\n")
+        assert Path(sink.name).read_text() == "{}\n"  # line-buffered: on disk at once
+    assert [p.name for p in tmp_path.iterdir()] == [f"f-{os.getpid()}.jsonl"]
+
+
+def test_output_into_a_closed_pipe_ends_quietly_with_141() -> None:
+    import subprocess
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone, as `head` goes after its lines
+    try:
+        done = subprocess.run(
+            [PY, "-m", "datadist_sim", "codes"], stdout=write_end, stderr=subprocess.PIPE, timeout=60
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141
+    assert done.stderr == b""
+
+
+def test_shortened_trace_arguments_show_an_ellipsis() -> None:
+    from datadist_sim.llm_datadist._engine import short
+
+    assert short(list(range(10))) == "[0, 1, 2, 3, …6 more]"
+    assert short({i: i for i in range(5)}) == "{0: 0, 1: 1, 2: 2, …2 more}"
+    assert short("x" * 80).endswith("…") and len(short("x" * 80)) == 48
+    assert short([1, 2]) == "[1, 2]" and short({1: 2}) == "{1: 2}"

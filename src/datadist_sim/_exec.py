@@ -96,6 +96,7 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
     """
     import datadist_sim
     from datadist_sim import _log
+    from datadist_sim._world.trace import open_trace_sink
 
     env = os.environ if environ is None else environ
     try:
@@ -104,13 +105,16 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
         print(f"datadist-sim exec: not run: {exc} (datadist-sim exec --force does)", file=sys.stderr)
         sys.stderr.flush()
         os._exit(EXIT_REFUSED)  # SystemExit is fatal this early in start-up
-    if env.get(ENV_SEED):
-        datadist_sim.reset_default_world(datadist_sim.SimWorld(seed=int(env[ENV_SEED])))
+    seed, trace = env.get(ENV_SEED), env.get(ENV_TRACE)
+    if seed or trace:
+        # The trace streams to its file event by event (not written at exit): it is complete when the
+        # program returns, also when a process leaves by os._exit or a signal, and holds every event.
+        sink = open_trace_sink(trace) if trace else None
+        if sink is not None:
+            atexit.register(sink.close)
+        datadist_sim.reset_default_world(datadist_sim.SimWorld(seed=int(seed or 0), trace_sink=sink))
     if env.get(ENV_LOG):
         _log.enable(int(env[ENV_LOG]))
-    if env.get(ENV_TRACE):
-        path = env[ENV_TRACE].replace("{pid}", str(os.getpid()))
-        atexit.register(lambda: datadist_sim.default_world().trace.to_jsonl(path))
     if env.get(ENV_COVERAGE):
         _count_codes(Path(env[ENV_COVERAGE]))
 

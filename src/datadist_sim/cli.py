@@ -5,7 +5,9 @@ fault schedules that break a client; ``bench`` benchmarks."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
@@ -70,6 +72,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a scenario on the reference workload; 1 when a code it promises did not appear."""
     from datadist_sim import scenarios
+    from datadist_sim._world.trace import expand_trace_path
     from datadist_sim.scenarios.runner import run, self_check
 
     if args.list or not args.scenario:
@@ -98,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if same is not None:
             print(f"self-check (same seed twice, traces compared): {'identical' if same else 'DIFFERENT'}")
         if args.trace:
-            print(f"trace written to {args.trace}")
+            print(f"trace written to {expand_trace_path(args.trace)}")
     return 1 if missing or same is False else 0
 
 
@@ -263,12 +266,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_BROKEN_PIPE = 128 + 13
+"""The reader of our output went away (``datadist-sim codes | head``): 128 + SIGPIPE, as a shell reports."""
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Exit codes: 0 success; 1 nothing matched, the demo's checks failed or a scenario's promised code
-    did not appear; 2 usage error, or the benchmarks are not installed; 3 a real llm_datadist would be
-    shadowed (``exec`` without ``--force``). ``exec`` otherwise exits with the program's own code (126/127
-    when it cannot be run, 128 + N when signal N killed it; 1 when it succeeded but ``--coverage-fail-under``
-    was not met)."""
+    """Exit codes: 0 success; 1 nothing matched, the demo's checks failed, a scenario's promised code
+    did not appear or its workload lost requests, or ``run --client``'s function raised; 2 usage error, or
+    the benchmarks are not installed; 3 a real llm_datadist would be shadowed (``exec`` without
+    ``--force``); 141 the output pipe was closed early (quietly, no traceback). ``exec`` otherwise exits
+    with the program's own code (126/127 when it cannot be run, 128 + N when signal N killed it; 1 when it succeeded but
+    ``--coverage-fail-under`` was not met)."""
+    try:
+        code = _dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+def _dispatch(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
     if args.verbose:
         from datadist_sim import _log

@@ -142,3 +142,17 @@ def test_the_fault_window_follows_the_length_of_the_run() -> None:
 
     assert timing_for(Workload()) == Timing(start_s=10.0, window_s=20.0)
     assert timing_for(Workload(requests=100, rate_per_s=10.0)) == Timing(start_s=2.0, window_s=4.0)
+
+
+def test_bench_retry_add_policy_imports_a_module_from_the_current_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my_policies_h17.py").write_text(
+        "from datadist_sim.retry import no_retry\n\ndef make():\n    return no_retry()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    argv = ["retry", "--out", str(tmp_path / "out"), "--requests", "20", "--no-plots", "--clients", ""]
+    argv += ["--policies", "no-retry", "--scenarios", "none", "--add-policy", "mine=my_policies_h17:make"]
+    assert main(argv) == 0
+    assert "| none | 0 | mine | 100.0% |" in capsys.readouterr().out

@@ -8,6 +8,7 @@ a fault fired, a cluster killed). The same seed, scenario and client give a byte
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import Counter, deque
 from dataclasses import asdict, dataclass
@@ -37,6 +38,20 @@ def observe(callback: Observer) -> Callable[[], None]:
             _observers = tuple(o for o in _observers if o is not callback)
 
     return stop
+
+
+def expand_trace_path(template: Union[str, Path], pid: Optional[int] = None) -> str:
+    """A ``--trace`` argument with ``{pid}`` replaced by the writing process's id (``t-{pid}.jsonl``), so
+    several processes given one argument each write their own file. Every command that takes ``--trace``
+    expands it here, so they agree."""
+    return str(template).replace("{pid}", str(os.getpid() if pid is None else pid))
+
+
+def open_trace_sink(template: Union[str, Path], mode: str = "w") -> IO[str]:
+    """The file a world streams its trace into: ``{pid}`` expanded, line-buffered so every event is on
+    disk as soon as it is recorded (the trace is complete when the process, or a fabric serving it, has
+    not yet exited, and is not cut to the in-memory buffer's size)."""
+    return open(expand_trace_path(template), mode, encoding="utf-8", buffering=1)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import time
 from dataclasses import replace
@@ -25,11 +24,12 @@ def _scenarios(text: str) -> List[Tuple[str, Tuple[float, ...]]]:
 
 def _plugin(spec: str) -> Tuple[str, Callable[[int], Any]]:
     """``NAME=package.module:function`` -> (NAME, seed -> RetryPolicy)."""
+    from datadist_sim._target import load_target
+
     name, sep, target = spec.partition("=")
-    module, colon, attr = target.partition(":")
-    if not (sep and colon and name and module and attr):
+    if not (sep and name and target):
         raise ValueError("expected NAME=MODULE:FACTORY")
-    factory = getattr(importlib.import_module(module), attr)
+    factory = load_target(target, what="policy factory")  # the current directory first, as python -m
     takes_seed = "seed" in inspect.signature(factory).parameters
     return name, (lambda seed: factory(seed=seed)) if takes_seed else (lambda seed: factory())
 
@@ -90,7 +90,7 @@ def _policies(args: argparse.Namespace, built_in: Dict[str, Any]) -> Optional[Di
     for spec in args.add_policy:
         try:
             name, factory = _plugin(spec)
-        except (ValueError, ImportError, AttributeError) as exc:
+        except ValueError as exc:
             print(f"--add-policy {spec!r}: {exc}")
             return None
         policies = {**policies, name: factory}

@@ -42,6 +42,7 @@ def _option(args: argparse.Namespace, where: FabricAddress, name: str) -> Option
 def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
     """Serve one world until interrupted (or idle); prints ``DATADIST_SIM_FABRIC=...`` first."""
     from datadist_sim._world.clock import RealClock
+    from datadist_sim._world.trace import open_trace_sink
     from datadist_sim._world.world import SimWorld
     from datadist_sim.fabric.server import FabricServer
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
         print(f"datadist-sim fabric: {exc}", file=sys.stderr)
         return 2
     trace_path = _option(args, where, "trace")
-    sink = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115 - open while serving
+    sink = open_trace_sink(trace_path, "a") if trace_path else None  # line-buffered: on disk as recorded
     world = SimWorld(
         seed=seed, clock=RealClock(float(speed)) if speed else None, config=config, trace_sink=sink
     )

@@ -107,6 +107,11 @@ def _compact(value: object) -> Optional[str]:
     return None
 
 
+def _cut(hidden: int) -> str:
+    """Where a list or dict was shortened: ``…`` and how many items it hides (nothing when none)."""
+    return f", …{hidden} more" if hidden > 0 else ""
+
+
 def short(value: object, limit: int = 48) -> str:
     """A deterministic short form of an argument (no memory addresses, bounded length)."""
     compact = _compact(value)
@@ -114,10 +119,10 @@ def short(value: object, limit: int = 48) -> str:
         return compact
     if isinstance(value, (list, tuple)):
         inner = ", ".join(short(v, 40) for v in value[:4])
-        more = f", +{len(value) - 4}" if len(value) > 4 else ""
-        return f"[{inner}{more}]"
+        return f"[{inner}{_cut(len(value) - 4)}]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{short(k, 24)}: {short(v, 24)}" for k, v in list(value.items())[:3]) + "}"
+        items = ", ".join(f"{short(k, 24)}: {short(v, 24)}" for k, v in list(value.items())[:3])
+        return "{" + items + _cut(len(value) - 3) + "}"
     text = repr(value)
     if " at 0x" in text or " object at " in text:
         text = type(value).__name__

@@ -21,7 +21,7 @@ import numpy as np
 from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._status_table import status_info
 from datadist_sim._views import tensor_views
-from datadist_sim._world.trace import TraceSummary, summarise
+from datadist_sim._world.trace import TraceSummary, expand_trace_path, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
@@ -278,7 +278,9 @@ def run(
     """Run ``scenario`` (a bundled name, a TOML path or a ``Scenario``) against the reference workload."""
     loaded = scenario if isinstance(scenario, Scenario) else load(scenario)
     wall = time.perf_counter()
-    world = world if world is not None else SimWorld(seed=seed, config=SimConfig(pause_wall_limit_s=0.001))
+    sink = open_trace_sink(trace_path) if trace_path is not None and world is None else None
+    if world is None:
+        world = SimWorld(seed=seed, config=SimConfig(pause_wall_limit_s=0.001), trace_sink=sink)
     client = _Client(world, loaded.workload)
     delivered = recovered = checked = 0
     with world.activate():
@@ -295,8 +297,10 @@ def run(
             client.switch_roles()
         finalize_all(world)
     summary = summarise(world.trace)
-    if trace_path is not None:
-        world.trace.to_jsonl(trace_path)
+    if sink is not None:
+        sink.close()
+    elif trace_path is not None:
+        world.trace.to_jsonl(expand_trace_path(trace_path))
     return RunReport(
         scenario=loaded.name,
         seed=world.seed,
