@@ -198,13 +198,12 @@ def test_run_expands_pid_in_its_trace_path(tmp_path: Path, capsys: pytest.Captur
     assert f"t-{os.getpid()}.jsonl" in capsys.readouterr().out
 
 
-def test_fabric_expands_pid_in_its_trace_path(tmp_path: Path) -> None:
-    from datadist_sim._world.trace import open_trace_sink
-
-    with open_trace_sink(tmp_path / "f-{pid}.jsonl", "a") as sink:
-        sink.write("{}\n")
-        assert Path(sink.name).read_text() == "{}\n"  # line-buffered: on disk at once
-    assert [p.name for p in tmp_path.iterdir()] == [f"f-{os.getpid()}.jsonl"]
+def test_fabric_expands_pid_in_its_trace_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["fabric", "--trace", str(tmp_path / "f-{pid}.jsonl"), "--idle-exit", "0.1"]
+    assert main([*argv, "--socket-dir", str(tmp_path / "sock")]) == 0
+    assert capsys.readouterr().out.startswith("DATADIST_SIM_FABRIC=")
+    assert (tmp_path / f"f-{os.getpid()}.jsonl").is_file()
+    assert not (tmp_path / "f-{pid}.jsonl").exists()
 
 
 def test_output_into_a_closed_pipe_ends_quietly_with_141() -> None:
