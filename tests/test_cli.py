@@ -70,4 +70,5 @@ def test_codes_source_column_says_status_table_or_reference(capsys: pytest.Captu
     assert set(source.values()) == {"status table", "reference"}
     assert main(["codes", "LLM_TIMEOUT"]) == 0
     header, _, row = capsys.readouterr().out.splitlines()[:3]
-    assert "source" in header.split() and "reference" in row.split()
+    assert "source" in header.split()
+    assert "reference" in row.split()

@@ -187,7 +187,8 @@ def test_exec_trace_is_complete_when_exec_returns_even_after_os_exit(tmp_path: P
     trace = tmp_path / "t-{pid}.jsonl"
     assert main(["exec", "--trace", str(trace), "--", PY, str(program)]) == 0
     (written,) = tmp_path.glob("t-*.jsonl")
-    assert written.name != "t-{pid}.jsonl" and written.name[2:-6].isdigit()
+    assert written.name != "t-{pid}.jsonl"
+    assert written.name[2:-6].isdigit()
     events = [json.loads(line) for line in written.read_text().splitlines()]
     assert [(e["op"], e["outcome"]) for e in events if e["kind"] == "call"] == [("init", "LLM_SUCCESS")]
 
@@ -226,5 +227,7 @@ def test_shortened_trace_arguments_show_an_ellipsis() -> None:
 
     assert short(list(range(10))) == "[0, 1, 2, 3, …6 more]"
     assert short({i: i for i in range(5)}) == "{0: 0, 1: 1, 2: 2, …2 more}"
-    assert short("x" * 80).endswith("…") and len(short("x" * 80)) == 48
-    assert short([1, 2]) == "[1, 2]" and short({1: 2}) == "{1: 2}"
+    assert short("x" * 80).endswith("…")
+    assert len(short("x" * 80)) == 48
+    assert short([1, 2]) == "[1, 2]"
+    assert short({1: 2}) == "{1: 2}"

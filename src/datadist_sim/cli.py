@@ -9,7 +9,7 @@ import io
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from datadist_sim._status_table import STATUS_TABLE, StatusInfo, find_codes
 
@@ -87,10 +87,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = run(scenario, seed=args.seed, rate=args.rate, trace_path=args.trace)
     missing = [code for code in scenario.expect if code not in report.codes()]
     same = self_check(scenario, args.seed) if args.self_check else None
+    failures = _run_failures(scenario, report.lost, report.requests, missing, same)
     if args.json:
         out = report.as_dict()
         out["expected"] = list(scenario.expect)
         out["missing"] = missing
+        out["failures"] = failures
         if same is not None:
             out["deterministic"] = same
         print(json.dumps(out, indent=2))
@@ -102,7 +104,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"self-check (same seed twice, traces compared): {'identical' if same else 'DIFFERENT'}")
         if args.trace:
             print(f"trace written to {expand_trace_path(args.trace)}")
-    return 1 if missing or same is False else 0
+        print(f"result: FAILED: {'; '.join(failures)}" if failures else "result: passed")
+    return 1 if failures else 0
+
+
+def _run_failures(
+    scenario: Any, lost: int, requests: int, missing: List[str], same: Optional[bool]
+) -> List[str]:
+    """Why ``run`` exits 1, each reason said: promised codes missing, requests lost (unless the
+    scenario's faults destroy data: ``may_lose``), a self-check whose traces differ."""
+    failures = []
+    if missing:
+        failures.append(f"promised code(s) not seen: {', '.join(missing)}")
+    if lost and not scenario.may_lose:
+        failures.append(f"{lost} of {requests} requests lost")
+    if same is False:
+        failures.append("the same seed gave a different trace")
+    return failures
 
 
 def _exec_fabric_env(args: argparse.Namespace) -> Dict[str, str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.machinery
+import os
 import random
 import re
 import shlex
@@ -23,7 +24,7 @@ import sys
 import warnings
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any, Generator, Iterator, List, Optional, Set, Type, Union
+from typing import Any, Generator, Iterator, List, Optional, Set, Tuple, Type, Union
 
 import pytest
 
@@ -32,6 +33,7 @@ from datadist_sim._coverage import CodeCoverage
 from datadist_sim._install import installed, is_installed
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.fault_checks import never_fired
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.timepatch import patch_time
@@ -39,6 +41,9 @@ from datadist_sim.timepatch import patch_time
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
 
 SEED = pytest.StashKey[int]()
+SEED_FROM = pytest.StashKey[str]()
+ENV_SEED = "DATADIST_SIM_SEED"
+"""The seed from the environment (the same variable ``datadist-sim exec`` hands its programs)."""
 WORLD = pytest.StashKey[SimWorld]()
 SCENARIO = pytest.StashKey[str]()
 COVERAGE = pytest.StashKey[CodeCoverage]()
@@ -56,7 +61,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="seed of every test's SimWorld (default: a random seed, printed in the header)",
+        help=f"seed of every test's SimWorld; wins over ${ENV_SEED} and the datadist_seed ini option "
+        "(default: a random seed, printed in the header)",
+    )
+    parser.addini(
+        "datadist_seed",
+        f"seed of every test's SimWorld when neither --datadist-seed nor ${ENV_SEED} gives one",
+        default="",
     )
     group.addoption(
         "--datadist-explore-out",
@@ -94,9 +105,27 @@ def pytest_configure(config: pytest.Config) -> None:
         "datadist_explore(runs=100, faults=None, seed=None, max_rules=3, systematic=True): run the test "
         "body (it uses sim_world) under that many fault schedules; a failure is shrunk to a scenario file",
     )
-    seed = config.getoption("datadist_seed")
-    config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(2**32)
+    config.stash[SEED], config.stash[SEED_FROM] = _seed(config)
     _start_coverage(config)
+
+
+def _seed(config: pytest.Config) -> Tuple[int, str]:
+    """The run's seed and where it came from: the command line, then the environment, then the ini
+    file, else a fresh random one (so CI pins it in one place and a nightly job sweeps it in another)."""
+    option = config.getoption("datadist_seed")
+    if option is not None:
+        return int(option), "--datadist-seed"
+    candidates = [
+        (os.environ.get(ENV_SEED, ""), f"${ENV_SEED}"),
+        (str(config.getini("datadist_seed")), "the datadist_seed ini option"),
+    ]
+    for text, source in candidates:
+        if text.strip():
+            try:
+                return int(text.strip(), 0), source
+            except ValueError:
+                raise pytest.UsageError(f"{source} is not an integer: {text!r}") from None
+    return random.SystemRandom().randrange(2**32), "a random draw"
 
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
@@ -109,7 +138,7 @@ def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     seed = config.stash[SEED]
-    return f"datadist-sim: seed {seed} (rerun with --datadist-seed={seed})"
+    return f"datadist-sim: seed {seed} (rerun with --datadist-seed={seed}) from {config.stash[SEED_FROM]}"
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -293,6 +322,7 @@ def _failure_section(item: pytest.Item, world: SimWorld) -> str:
             f"simulated time: {world.now():.6f} s",
             f"last {len(lines)} of {world.trace.total} trace events:",
             *(f"  {line}" for line in lines),
+            *(f"rule never fired: {rule!r}" for rule in never_fired(world.faults)),
             *_trace_file(item, world),
             f"reproduce: pytest {shlex.quote(item.nodeid)} --datadist-seed={world.seed}",
         ]

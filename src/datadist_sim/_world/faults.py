@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.fault_checks import check_rule, closest
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -92,19 +93,8 @@ class Fault:
     name: str = ""
 
     def __post_init__(self) -> None:
-        if self.action not in ACTIONS:
-            raise ValueError(f"action must be one of {ACTIONS}, got {self.action!r}")
         self.op = _ops(self.op)
-        if not 0.0 <= self.probability <= 1.0:
-            raise ValueError(f"probability must be in [0, 1], got {self.probability}")
-        for label in ("nth", "first", "after"):
-            value = getattr(self, label)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ValueError(f"{label} must be an int >= 0, got {value!r}")
-        if self.side not in ("remote", "local"):
-            raise ValueError(f"side must be 'remote' or 'local', got {self.side!r}")
-        if self.seconds < 0:
-            raise ValueError(f"seconds must be >= 0, got {self.seconds}")
+        check_rule(self, ACTIONS)  # a typo'd op, nth=0, a negative window: ValueError naming the field
         if self.action == "fail" and self.code is None:
             raise ValueError("a fail rule needs a status code")
         if self.action in ("partition", "hang", "kill", "cap_pool", "exhaust_pool") and self.cluster is None:
@@ -131,8 +121,9 @@ class Fault:
 
     @classmethod
     def timeout(cls, *, landed: Optional[bool] = False, op: Ops = None, **when: object) -> Fault:
-        """The call times out. ``landed``: the bytes did arrive (True), did not (False), or a seeded
-        coin decides (None) — a client cannot tell which from the code."""
+        """The call times out. ``landed``: False (the default) the bytes did not arrive; True they did,
+        and a pull consumed the Prompt's key as a successful one does (a retry gets
+        ``LLM_KV_CACHE_NOT_EXIST``); None a seeded coin decides. A client cannot tell which from the code."""
         return cls("timeout", landed=landed, op=_ops(op), **when)  # type: ignore[arg-type]
 
     @classmethod
@@ -204,7 +195,8 @@ def to_code(code: Union[LLMStatusCode, int, str]) -> LLMStatusCode:
         try:
             return LLMStatusCode[name.upper()]
         except KeyError:
-            raise ValueError(f"unknown status code {code!r}") from None
+            hint = closest(name.upper(), LLMStatusCode.__members__)
+            raise ValueError(f"unknown status code {code!r}{hint}") from None
     return LLMStatusCode(code)
 
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from datadist_sim._world.fault_checks import check_name
 from datadist_sim._world.faults import Fault, to_code
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.9/3.10 only
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # not installed on 3.11+
 
 HERE = Path(__file__).resolve().parent
 
@@ -66,6 +67,9 @@ class Scenario:
     seed: Optional[int] = None
     """The world's seed when the file builds the world (``explore --replay``, the pytest marker);
     ``world.faults.load`` on an existing world ignores it. Explore writes the failing run's seed here."""
+    may_lose: bool = False
+    """The faults destroy data (a dead Prompt, poisoned memory), so even a careful client cannot
+    deliver every request; ``datadist-sim run`` then does not fail on lost requests."""
 
     def rules(self, rate: float = 1.0) -> List[Fault]:
         """Fresh rules (a plan counts per rule object); ``rate`` scales every probability below 1."""
@@ -81,18 +85,20 @@ class Scenario:
 
 
 _RULE_KEYS = {f.name for f in fields(Fault)}
+_WORKLOAD_KEYS = {f.name for f in fields(Workload)}
 
 
 def rule_from_spec(spec: Dict[str, Any]) -> Fault:
     """One ``[[rules]]`` table as a ``Fault``; unknown keys are an error naming the key."""
-    unknown = sorted(set(spec) - _RULE_KEYS)
-    if unknown:
-        raise ValueError(f"unknown rule key(s) {unknown}; allowed: {sorted(_RULE_KEYS)}")
+    for key in sorted(set(spec) - _RULE_KEYS):
+        check_name("rule key", key, _RULE_KEYS, "field of a rule")
     if "action" not in spec:
         raise ValueError("a rule needs an action")
     values = dict(spec)
     if "code" in values:
         values["code"] = to_code(values["code"])
+    if values.get("landed") == "coin":  # TOML has no null: the seeded coin of Fault.timeout(landed=None)
+        values["landed"] = None
     if "sequence" in values:
         values["sequence"] = tuple(values["sequence"])
     return Fault(**values)
@@ -125,14 +131,19 @@ def load(name_or_path: Union[str, Path]) -> Scenario:
 
 
 def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Scenario:
-    allowed = {"name", "description", "expect", "workload", "rules", "seed"}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ValueError(f"unknown top-level key(s) {unknown} in scenario {name!r}")
-    workload = Workload(**data.get("workload", {}))
+    allowed = {"name", "description", "expect", "may_lose", "workload", "rules", "seed"}
+    for key in sorted(set(data) - allowed):
+        check_name(f"scenario {name!r}: top-level key", key, allowed, "scenario key")
+    workload_spec = data.get("workload", {})
+    for key in sorted(set(workload_spec) - _WORKLOAD_KEYS):
+        check_name(f"scenario {name!r}: workload key", key, _WORKLOAD_KEYS, "workload field")
+    workload = Workload(**workload_spec)
     specs = tuple(dict(r) for r in data.get("rules", []))
-    for spec in specs:
-        rule_from_spec(spec)
+    for number, spec in enumerate(specs, 1):
+        try:
+            rule_from_spec(spec)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"scenario {name!r}, rule {number}: {exc}") from None
     expect = tuple(to_code(c).name for c in data.get("expect", []))
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
@@ -145,6 +156,7 @@ def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Sc
         rule_specs=specs,
         path=path,
         seed=seed,
+        may_lose=bool(data.get("may_lose", False)),
     )
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._status_table import status_info
 from datadist_sim._views import tensor_views
+from datadist_sim._world.fault_checks import never_fired
 from datadist_sim._world.trace import TraceSummary, expand_trace_path, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
@@ -69,6 +70,8 @@ class RunReport:
     wall_s: float
     summary: TraceSummary
     notes: List[str] = field(default_factory=list)
+    never_fired: List[str] = field(default_factory=list)
+    """The scenario's rules that did not fire once in this run (each as ``repr(rule)``)."""
 
     def codes(self) -> Dict[str, int]:
         return dict(self.summary.per_code)
@@ -88,6 +91,7 @@ class RunReport:
             "codes": self.summary.per_code,
             "per_op": self.summary.per_op,
             "notes": self.notes,
+            "never_fired": self.never_fired,
         }
 
     def render(self) -> str:
@@ -97,7 +101,8 @@ class RunReport:
             f"indeterminate timeout; {self.faults_fired} fault(s) fired; simulated {self.simulated_s:.3f} s "
             f"in {self.wall_s:.3f} s of wall time"
         )
-        return "\n".join([head, "", "codes seen per operation:", self.summary.table(), *self.notes])
+        unfired = [f"rule never fired: {rule}" for rule in self.never_fired]
+        return "\n".join([head, "", "codes seen per operation:", self.summary.table(), *self.notes, *unfired])
 
 
 class _Client:
@@ -314,6 +319,7 @@ def run(
         wall_s=time.perf_counter() - wall,
         summary=summary,
         notes=client.notes,
+        never_fired=[repr(rule) for rule in never_fired(world.faults)],
     )
 
 
