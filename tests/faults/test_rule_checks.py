@@ -92,7 +92,8 @@ def test_a_misspelt_status_code_names_the_closest_one() -> None:
 def test_a_scenario_rule_with_a_misspelt_op_fails_at_load_naming_rule_and_field(tmp_path: Path) -> None:
     path = tmp_path / "typo.toml"
     path.write_text(
-        '[[rules]]\naction = "timeout"\nop = "pull_cache"\n\n[[rules]]\naction = "timeout"\nop = "pul_cache"\n'
+        '[[rules]]\naction = "timeout"\nop = "pull_cache"\n\n'
+        '[[rules]]\naction = "timeout"\nop = "pul_cache"\n'
     )
     with pytest.raises(
         ValueError, match=r"rule 2: op 'pul_cache' names no API operation \(did you mean 'pull_cache'\?\)"
