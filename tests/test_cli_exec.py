@@ -201,7 +201,11 @@ def test_run_expands_pid_in_its_trace_path(tmp_path: Path, capsys: pytest.Captur
 
 def test_fabric_expands_pid_in_its_trace_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["fabric", "--trace", str(tmp_path / "f-{pid}.jsonl"), "--idle-exit", "0.1"]
-    assert main([*argv, "--socket-dir", str(tmp_path / "sock")]) == 0
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        assert main([*argv, "--socket-dir", str(tmp_path / "sock")]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, before)  # the fabric installs its own handler in this process
     assert capsys.readouterr().out.startswith("DATADIST_SIM_FABRIC=")
     assert (tmp_path / f"f-{os.getpid()}.jsonl").is_file()
     assert not (tmp_path / "f-{pid}.jsonl").exists()

@@ -84,6 +84,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"datadist-sim run: {exc}", file=sys.stderr)
         return 2
+    if args.client:
+        return _run_client(args, scenario)
     report = run(scenario, seed=args.seed, rate=args.rate, trace_path=args.trace)
     missing = [code for code in scenario.expect if code not in report.codes()]
     same = self_check(scenario, args.seed) if args.self_check else None
@@ -106,6 +108,38 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"trace written to {expand_trace_path(args.trace)}")
         print(f"result: FAILED: {'; '.join(failures)}" if failures else "result: passed")
     return 1 if failures else 0
+
+
+def _run_client(args: argparse.Namespace, scenario: Any) -> int:
+    """``run SCENARIO --client package.module:function``: the user's client instead of the reference
+    workload; 1 when the function raises (or a self-check's traces differ), 2 when it cannot be loaded."""
+    from datadist_sim._target import load_target
+    from datadist_sim._world.trace import expand_trace_path
+    from datadist_sim.scenarios.client_run import fake_installed, run_client
+
+    with fake_installed():  # the user's module may `import llm_datadist` at its top
+        try:
+            function = load_target(args.client, what="--client")
+        except ValueError as exc:
+            print(f"datadist-sim run: {exc}", file=sys.stderr)
+            return 2
+        options = {"name": args.client, "seed": args.seed, "rate": args.rate}
+        report = run_client(function, scenario, trace_path=args.trace, keep_trace=args.self_check, **options)
+        same = None
+        if args.self_check:
+            same = run_client(function, scenario, keep_trace=True, **options).trace_text == report.trace_text
+    if args.json:
+        out = report.as_dict()
+        if same is not None:
+            out["deterministic"] = same
+        print(json.dumps(out, indent=2))
+    else:
+        print(report.render())
+        if same is not None:
+            print(f"self-check (same seed twice, traces compared): {'identical' if same else 'DIFFERENT'}")
+        if args.trace:
+            print(f"trace written to {expand_trace_path(args.trace)}")
+    return 0 if report.passed and same is not False else 1
 
 
 def _run_failures(
@@ -224,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--rate", type=float, default=1.0, help="scale every rule probability below 1")
     run.add_argument("--trace", metavar="PATH", help="write the trace as JSON lines")
+    run.add_argument(
+        "--client",
+        metavar="MODULE:FUNCTION",
+        help="drive your own client instead of the reference workload: FUNCTION(world) runs with the fake "
+        "as llm_datadist and the scenario's rules loaded, and raises when a property is violated (exit 1)",
+    )
     run.add_argument("--self-check", action="store_true", help="rerun with the seed and compare traces")
     run.add_argument("--json", action="store_true", help="machine-readable report")
     run.set_defaults(func=cmd_run)

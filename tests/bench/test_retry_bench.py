@@ -6,6 +6,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, List
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_report_table_json_and_missing_matplotlib(tmp_path: Path, monkeypatch: p
     cells = run_matrix(wl, {"no-retry": POLICIES["no-retry"]}, [("none", (0.0,)), ("uce", (1.0,))], TIMING)
     results = Results(0, wl, cells)
     lines = report.table(cells).splitlines()
-    assert len(lines) == 2 + 2
+    assert len(lines) == 2 + 2 + 2  # header, rule, two rows, a blank line and the delivered-only note
     assert lines[2].startswith("| none | 0 | no-retry | 100.0% |")
     report.write_json(results, tmp_path / "r.json")
     data = json.loads((tmp_path / "r.json").read_text())
@@ -116,7 +117,7 @@ def test_plots_are_written_with_matplotlib(tmp_path: Path) -> None:
     cells = run_matrix(wl, {"no-retry": POLICIES["no-retry"]}, [("flaky_link", (1.0,))], TIMING)
     clients = [{"clients": 2, "policy": "no-retry", "attempts_per_request": 1.0, "busy_s_per_success": 0.1}]
     paths = report.write_plots(Results(0, wl, cells, clients), tmp_path)
-    assert [p.name for p in paths] == ["retry_timelines.png", "retry_clients.png"]
+    assert [p.name for p in paths] == ["retry_success.png", "retry_timelines.png", "retry_clients.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
 
 
@@ -156,3 +157,74 @@ def test_bench_retry_add_policy_imports_a_module_from_the_current_directory(
     argv += ["--policies", "no-retry", "--scenarios", "none", "--add-policy", "mine=my_policies_h17:make"]
     assert main(argv) == 0
     assert "| none | 0 | mine | 100.0% |" in capsys.readouterr().out
+
+
+def test_the_table_says_p50_and_p99_count_delivered_requests_beside_the_delivered_share() -> None:
+    wl = replace(SMALL, requests=40)
+    cells = run_matrix(wl, {"no-retry": POLICIES["no-retry"]}, [("flaky_link", (1.0,))], TIMING)
+    text = report.table(cells)
+    header = [h.strip() for h in text.splitlines()[0].strip("|").split("|")]
+    assert header[3:6] == ["delivered", "p50 s (delivered)", "p99 s (delivered)"]
+    assert "latency of delivered requests only" in text.splitlines()[-1]
+
+
+class _KeepFigures:
+    """matplotlib.pyplot, except that closed figures are kept for the test to inspect."""
+
+    def __init__(self) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        self._plt = plt
+        self.figures: List[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plt, name)
+
+    def close(self, fig: Any) -> None:
+        self.figures.append(fig)
+
+
+def test_timeline_plots_have_a_panel_per_policy_y_from_0_the_window_shaded_and_a_legend(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("matplotlib")
+    wl = replace(SMALL, requests=60)
+    policies = {"no-retry": POLICIES["no-retry"], "code-aware": POLICIES["code-aware"]}
+    cells = run_matrix(wl, policies, [("flaky_link", (1.0,)), ("uce", (1.0,))], TIMING)
+    plt = _KeepFigures()
+    report._timelines(plt, cells, tmp_path / "t.png")
+    report._clients(
+        plt,
+        [{"clients": 1, "policy": "p", "attempts_per_request": 2.0, "busy_s_per_success": 0.1}],
+        tmp_path / "c.png",
+    )
+    timelines, clients = plt.figures
+    panels = timelines.axes
+    assert len(panels) == 2 * 2  # scenarios x policies, one line each
+    assert {ax.get_title() for ax in panels} >= {"no-retry", "code-aware"}
+    assert all(ax.get_ylim()[0] == 0.0 and len(ax.get_lines()) == 1 for ax in panels)
+    assert all(ax.patches for ax in panels)  # the fault window, shaded
+    assert all(ax.get_ylim()[0] == 0.0 for ax in clients.axes)
+    for fig in (timelines, clients):
+        assert fig.legends, "a legend on every figure"
+        plt._plt.close(fig)
+
+
+def test_the_success_heatmap_colours_each_policy_and_scenario_from_0_to_1(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    wl = replace(SMALL, requests=40)
+    policies = {"no-retry": POLICIES["no-retry"], "code-aware": POLICIES["code-aware"]}
+    cells = run_matrix(wl, policies, [("none", (0.0,)), ("flaky_link", (1.0,))], TIMING)
+    plt = _KeepFigures()
+    report._success_heatmap(plt, cells, tmp_path / "s.png")
+    (fig,) = plt.figures
+    heat = fig.axes[0]
+    image = heat.get_images()[0]
+    assert image.get_clim() == (0.0, 1.0)
+    assert image.get_array().shape == (2, 2)
+    assert [t.get_text() for t in heat.get_yticklabels()] == ["no-retry", "code-aware"]
+    assert len(fig.axes) == 2  # the colour bar is the legend
+    plt._plt.close(fig)

@@ -67,8 +67,8 @@ def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
         world.faults.load(scenario)
     server = FabricServer(where, world)
     server.bind()
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())  # before the line: a reader may stop us at once
     print(f"{ENV_VAR}={where}", file=out, flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         server.serve(idle_exit_s=args.idle_exit)
     except KeyboardInterrupt:
