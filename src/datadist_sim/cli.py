@@ -9,12 +9,13 @@ import io
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from datadist_sim._status_table import STATUS_TABLE, StatusInfo, find_codes
 
 if TYPE_CHECKING:
     from datadist_sim._coverage import CodeCoverage
+    from datadist_sim.scenarios import Scenario
 
 
 def _select(name_filter: Optional[str], retryable: Optional[str]) -> List[StatusInfo]:
@@ -70,7 +71,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run a scenario on the reference workload; 1 when a code it promises did not appear."""
+    """Run a scenario on the reference workload (or ``--client``); 1 when a code it promises did not
+    appear or requests were lost, and says which."""
     from datadist_sim import scenarios
     from datadist_sim._world.trace import expand_trace_path
     from datadist_sim.scenarios.runner import run, self_check
@@ -110,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _run_client(args: argparse.Namespace, scenario: Any) -> int:
+def _run_client(args: argparse.Namespace, scenario: Scenario) -> int:
     """``run SCENARIO --client package.module:function``: the user's client instead of the reference
     workload; 1 when the function raises (or a self-check's traces differ), 2 when it cannot be loaded."""
     from datadist_sim._target import load_target
@@ -128,13 +130,17 @@ def _run_client(args: argparse.Namespace, scenario: Any) -> int:
         same = None
         if args.self_check:
             same = run_client(function, scenario, keep_trace=True, **options).trace_text == report.trace_text
+    unseen = [code for code in scenario.expect if code not in report.codes()]  # told, not failed on
     if args.json:
         out = report.as_dict()
+        out["expected"], out["missing"] = list(scenario.expect), unseen
         if same is not None:
             out["deterministic"] = same
         print(json.dumps(out, indent=2))
     else:
         print(report.render())
+        if unseen:
+            print(f"codes the scenario promises that your client never met: {', '.join(unseen)}")
         if same is not None:
             print(f"self-check (same seed twice, traces compared): {'identical' if same else 'DIFFERENT'}")
         if args.trace:
@@ -143,7 +149,7 @@ def _run_client(args: argparse.Namespace, scenario: Any) -> int:
 
 
 def _run_failures(
-    scenario: Any, lost: int, requests: int, missing: List[str], same: Optional[bool]
+    scenario: Scenario, lost: int, requests: int, missing: List[str], same: Optional[bool]
 ) -> List[str]:
     """Why ``run`` exits 1, each reason said: promised codes missing, requests lost (unless the
     scenario's faults destroy data: ``may_lose``), a self-check whose traces differ."""
