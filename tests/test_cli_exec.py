@@ -235,3 +235,31 @@ def test_shortened_trace_arguments_show_an_ellipsis() -> None:
     assert len(short("x" * 80)) == 48
     assert short([1, 2]) == "[1, 2]"
     assert short({1: 2}) == "{1: 2}"
+
+
+FORKS = """
+import os
+import llm_datadist
+
+dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.PROMPT, 3)
+pid = os.fork()
+if pid == 0:
+    dd.init({"ge.exec.deviceId": "0", "llm.listenIpInfo": "10.0.0.1:26000"})
+    os._exit(0)
+os.waitpid(pid, 0)
+print(pid)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_worker_writes_its_own_pid_trace_file(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "forks.py"
+    program.write_text(FORKS)
+    assert main(["exec", "--trace", str(tmp_path / "t-{pid}.jsonl"), "--", PY, str(program)]) == 0
+    child = int(capfd.readouterr().out.split()[-1])
+    written = tmp_path / f"t-{child}.jsonl"
+    events = [json.loads(line) for line in written.read_text().splitlines()]
+    assert [e["op"] for e in events if e["kind"] == "call"] == ["init"]
+    assert len(list(tmp_path.glob("t-*.jsonl"))) == 2  # the parent's own file besides

@@ -112,7 +112,10 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
         sink = open_trace_sink(trace) if trace else None
         if sink is not None:
             atexit.register(sink.close)
-        datadist_sim.reset_default_world(datadist_sim.SimWorld(seed=int(seed or 0), trace_sink=sink))
+        world = datadist_sim.reset_default_world(datadist_sim.SimWorld(seed=int(seed or 0), trace_sink=sink))
+        if trace and "{pid}" in trace and hasattr(os, "register_at_fork"):
+            # a forked worker (multiprocessing's default on Linux) writes its own t-{pid} file, not ours
+            os.register_at_fork(after_in_child=lambda: world.trace.stream_to(open_trace_sink(trace)))
     if env.get(ENV_LOG):
         _log.enable(int(env[ENV_LOG]))
     if env.get(ENV_COVERAGE):

@@ -95,6 +95,11 @@ class Trace:
             for observer in _observers:
                 observer(event)
 
+    def stream_to(self, sink: Optional[IO[str]]) -> None:
+        """Stream further events to ``sink`` instead (a forked child's own ``{pid}`` file)."""
+        with self._lock:
+            self._sink = sink
+
     def __iter__(self) -> Iterator[TraceEvent]:
         with self._lock:
             return iter(list(self._events))

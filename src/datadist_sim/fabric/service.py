@@ -39,8 +39,10 @@ def _option(args: argparse.Namespace, where: FabricAddress, name: str) -> Option
     return str(value) if value is not None else where.options.get(name)
 
 
-def run(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
-    """Serve one world until interrupted (or idle); prints ``DATADIST_SIM_FABRIC=...`` first."""
+def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
+    """Serve one world until interrupted (or idle); prints ``DATADIST_SIM_FABRIC=...`` first (to
+    ``out``, else the ``sys.stdout`` of the moment)."""
+    out = sys.stdout if out is None else out
     from datadist_sim._world.clock import RealClock
     from datadist_sim._world.trace import open_trace_sink
     from datadist_sim._world.world import SimWorld
