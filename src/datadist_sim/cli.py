@@ -339,8 +339,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     did not appear or its workload lost requests, or ``run --client``'s function raised; 2 usage error, or
     the benchmarks are not installed; 3 a real llm_datadist would be shadowed (``exec`` without
     ``--force``); 141 the output pipe was closed early (quietly, no traceback). ``exec`` otherwise exits
-    with the program's own code (126/127 when it cannot be run, 128 + N when signal N killed it; 1 when it succeeded but
-    ``--coverage-fail-under`` was not met)."""
+    with the program's own code (126/127 when it cannot be run, 128 + N when signal N killed it; 1 when it
+    succeeded but ``--coverage-fail-under`` was not met)."""
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
