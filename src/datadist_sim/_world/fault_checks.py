@@ -46,6 +46,9 @@ API_OPS = frozenset(
         "copy_blocks",
         "swap_blocks",
         "transfer_cache_async",
+        # CacheTask (what transfer_cache_async returns)
+        "synchronize",
+        "get_results",
     }
 )
 """Every public method the face traces (``api_call``), by the name a rule's ``op`` matches; a test
