@@ -10,8 +10,10 @@ Limits:
 - a name bound before the patch (``from time import sleep``) is not reached unless its module is
   passed in ``modules``;
 - ``time.time``, ``perf_counter`` and C extensions keep wall time;
-- sleeping threads share one clock: a sleep moves it to *now + seconds*, so two threads sleeping at
-  once overlap rather than add up, and a sleep returns early in wall time, never late in simulated time;
+- sleeping threads share one clock and each wakes at its own deadline: a sleep waits on the clock
+  (``VirtualClock.wait_until``), which moves on once every other thread sleeps too or has made no call
+  in the world for ``autojump_threshold`` of wall time, so two threads sleeping at once overlap rather
+  than add up, whichever of them the OS runs first;
 - when the patch ends ``time.monotonic`` is wall time again and may read lower than the last patched
   value (the virtual clock can run ahead of the wall).
 """
@@ -50,7 +52,7 @@ def _replacements(clock: VirtualClock) -> Dict[str, Callable[..., object]]:
     def sleep(seconds: float) -> None:
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
-        clock.advance_to(clock.now() + seconds)
+        clock.wait_until(clock.now() + seconds)
 
     def monotonic() -> float:
         return offset + clock.now()

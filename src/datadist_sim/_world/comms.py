@@ -55,6 +55,10 @@ class Communicator:
     verified: bool = False
     """The set-up finished with every member reachable: OK for good."""
 
+    def settled(self) -> bool:
+        """Every member has joined (it is ready, or will be, at ``ready_at``) or they disagreed."""
+        return self.ready_at is not None or not self.consistent
+
     def status(self, cluster_id: int, now: float, deadline_s: float) -> CommStatus:
         if not self.consistent:
             return CommStatus.FAILED
@@ -114,7 +118,10 @@ class CommRegistry:
                     )
 
     def query(self, node: ClusterNode, comm_id: int) -> CommStatus:
-        """The communicator's status; a poll while PREPARING lets the time until its next change pass."""
+        """The communicator's status; a poll while PREPARING waits until its next change: until it
+        is ready once every member has joined, else one ``poll_interval_s`` or until the last member
+        joins, whichever comes first. The wait is on the world clock, outside the lock, so threads
+        that link concurrently meet there (``VirtualClock.wait_until``) instead of running time on."""
         world = self._world
         with world.lock:
             comm = self._lookup(node, comm_id)
@@ -122,11 +129,14 @@ class CommRegistry:
             if comm.ready_at is not None and not (comm.verified or comm.blocked):
                 self._verify(comm)
             status = comm.status(node.cluster_id, world.now(), deadline)
-            if status is CommStatus.PREPARING:
-                if comm.ready_at is not None and not comm.blocked:
-                    world.clock.advance_to(comm.ready_at)
-                else:
-                    world.elapse(world.config.poll_interval_s)
+            ready_at, blocked = comm.ready_at, comm.blocked
+        if status is CommStatus.PREPARING:
+            if ready_at is None:  # a member is missing: one poll gap, or until the last one joins
+                world.wait_until(world.now() + world.config.poll_interval_s, comm.settled)
+            elif blocked:  # the set-up's exchange cannot finish: polls run on to the deadline
+                world.wait_until(world.now() + world.config.poll_interval_s)
+            else:
+                world.wait_until(ready_at)
         return status
 
     def _verify(self, comm: Communicator) -> None:

@@ -6,13 +6,13 @@ import contextlib
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import IO, Dict, Iterator, List, Optional, Set, Tuple
+from typing import IO, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import AddressSpace
 from datadist_sim._world.caches import NodeCaches
-from datadist_sim._world.clock import Clock, VirtualClock
+from datadist_sim._world.clock import Clock, VirtualClock, Wake
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSettings, Role
 from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.errors import SimError
@@ -72,6 +72,10 @@ class SimConfig:
     Off by default, because the current real API gives other codes there."""
 
 
+def _nothing() -> None:
+    """``touch`` of a clock that does not care which threads take part."""
+
+
 class SimWorld:
     """Every simulated cluster, listener and link, with one clock and one seed.
 
@@ -91,6 +95,9 @@ class SimWorld:
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock: Clock = clock if clock is not None else VirtualClock()
+        self.touch: Callable[[], None] = getattr(self.clock, "touch", _nothing)
+        """The calling thread takes part in this world now (the face calls it at each public call;
+        a ``VirtualClock`` waits for such threads before it lets time jump)."""
         self.config = config if config is not None else SimConfig()
         self.trace = Trace(trace_size, sink=trace_sink)
         self.lock = threading.RLock()
@@ -314,6 +321,15 @@ class SimWorld:
         """Let simulated time pass (instantly under the virtual clock)."""
         if seconds > 0:
             self.clock.sleep(seconds)
+
+    def wait_until(self, when: float, wake: Optional[Wake] = None) -> None:
+        """Wait for simulated time ``when`` (or until ``wake()``): where concurrent threads meet on the
+        virtual clock (``VirtualClock.wait_until``); a plain jump on a clock that cannot wait."""
+        wait = getattr(self.clock, "wait_until", None)
+        if wait is None:
+            self.clock.advance_to(when)
+        else:
+            wait(when, wake)
 
     def space_copy(self, ranges: List[Tuple[int, int, int]]) -> None:
         """Copy ``(dst, src, nbytes)`` ranges through the world's address space, all or nothing."""

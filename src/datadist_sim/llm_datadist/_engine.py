@@ -52,6 +52,7 @@ def api_call(method: F) -> F:
         world: Optional[SimWorld] = getattr(self, "_world", None)
         if world is None or _SCOPE.get() is not None:
             return method(self, *args, **kwargs)
+        world.touch()
         token = _SCOPE.set(CallScope(world, getattr(self, "_node", None), op))
         op_token = enter_op(op)
         outcome, detail = "LLM_SUCCESS", ""
