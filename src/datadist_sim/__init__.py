@@ -3,6 +3,9 @@
 ``SimWorld`` is the simulated fabric; ``install()`` makes ``import llm_datadist`` resolve to the fake;
 ``status_info(code)`` gives each status code's meaning, retryability and remedy; ``Fault`` rules go in
 ``world.faults``; ``datadist_sim.scenarios`` reads scenario files; ``world.trace`` records every call.
+
+PYTEST_DONT_REWRITE: ``datadist-sim exec`` imports this package as pytest starts, before pytest's
+assertion rewriter exists; the marker tells pytest that is expected (it rewrites nothing here anyway).
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 
 A temporary directory put first on ``PYTHONPATH`` holds a ``sitecustomize`` module, so every Python
 process the program starts (the program itself, its workers, a ``bash`` script's ``python``) calls
-``boot()`` the first time it imports ``llm_datadist``, ``llm_datadist_v1`` or ``datadist_sim``:
-``datadist_sim.install()``, the seed, logging and the trace, all from environment variables. A process
-that imports none of them pays nothing. The ``sitecustomize`` it shadows, if any, still runs. Nothing is
-written to site-packages, and the directory is removed when the program ends.
+``boot()`` the first time it imports ``llm_datadist``, ``llm_datadist_v1``, ``datadist_sim`` or
+``pytest``: ``datadist_sim.install()``, the seed, logging and the trace, all from environment variables.
+A process that imports none of them pays nothing. pytest boots on its own import: its assertion-rewrite
+hook later sits in front of this one and would load the ``datadist_sim`` plugin past it, leaving
+``llm_datadist`` unimported when the first conftest runs (which may then put a mock in its place).
+The ``sitecustomize`` it shadows, if any, still runs. Nothing is written to site-packages, and the
+directory is removed when the program ends.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
 
 _SITECUSTOMIZE = '''\
-"""Written by `datadist-sim exec`: the first import of llm_datadist, llm_datadist_v1 or datadist_sim
+"""Written by `datadist-sim exec`: the first import of llm_datadist, llm_datadist_v1, datadist_sim or pytest
 installs the fake (datadist_sim._exec.boot); the sitecustomize this one shadows still runs."""
 import importlib.machinery
 import importlib.util
@@ -60,10 +63,13 @@ class _InstalledLoader:
 
 class _DatadistSimBoot:
     names = ("llm_datadist", "llm_datadist_v1", "datadist_sim")
+    # pytest: boot before its assertion-rewrite hook goes in front of this finder and before any
+    # conftest runs, so a conftest's "MagicMock unless already imported" sees the fake.
+    early = ("pytest", "_pytest")
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        if name not in cls.names:
+        if name not in cls.names and name not in cls.early:
             return None
         sys.meta_path.remove(cls)
         try:
@@ -72,7 +78,7 @@ class _DatadistSimBoot:
             print(f"datadist-sim exec: {sys.executable} cannot import datadist_sim ({exc})", file=sys.stderr)
             return None
         boot()
-        if name not in sys.modules:
+        if name not in cls.names or name not in sys.modules:
             return None
         return importlib.util.spec_from_loader(name, _InstalledLoader(name))
 
