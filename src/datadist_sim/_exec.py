@@ -101,7 +101,7 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
     ``DATADIST_SIM_FORCE`` is not ``1`` (running it unshadowed is never what the user meant).
     """
     import datadist_sim
-    from datadist_sim import _log
+    from datadist_sim import _log, _torch_npu
     from datadist_sim._world.trace import open_trace_sink
 
     env = os.environ if environ is None else environ
@@ -111,6 +111,7 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
         print(f"datadist-sim exec: not run: {exc} (datadist-sim exec --force does)", file=sys.stderr)
         sys.stderr.flush()
         os._exit(EXIT_REFUSED)  # SystemExit is fatal this early in start-up
+    _torch_npu.install(env)  # torch.npu and Tensor.npu() on CPU torch, as the vendor's samples use them
     seed, trace = env.get(ENV_SEED), env.get(ENV_TRACE)
     if seed or trace:
         # The trace streams to its file event by event (not written at exit): it is complete when the

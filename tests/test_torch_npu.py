@@ -1,0 +1,96 @@
+"""exec's torch_npu stand-in: ``torch.npu`` and ``Tensor.npu()`` on CPU torch, without needing torch.
+
+A small package named ``torch`` written to a temporary directory plays torch, so these run where torch is
+not installed (CI); the vendor samples test it against real CPU torch (tests/crossproc).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from datadist_sim import _torch_npu
+
+FAKE_TORCH = """
+class Tensor:
+    def __init__(self, data=()):
+        self.data = list(data)
+
+    def clone(self):
+        return Tensor(self.data)
+"""
+
+
+def _fake_torch() -> Any:
+    module = types.ModuleType("torch")
+    exec(FAKE_TORCH, module.__dict__)
+    return module
+
+
+def test_patch_gives_torch_npu_device_calls_and_a_copying_tensor_npu() -> None:
+    torch = _fake_torch()
+    try:
+        assert _torch_npu.patch(torch) is True
+        torch.npu.set_device(3)
+        assert torch.npu.current_device() == 3
+        torch.npu.set_device("npu:5")
+        assert (torch.npu.current_device(), torch.npu.device_count(), torch.npu.is_available()) == (
+            5,
+            8,
+            True,
+        )
+        host = torch.Tensor([1, 2])
+        device = host.npu()
+        assert device is not host
+        assert device.data == [1, 2]
+    finally:
+        sys.modules.pop("torch.npu", None)
+
+
+def test_patch_refuses_a_device_id_the_host_does_not_have() -> None:
+    torch = _fake_torch()
+    try:
+        _torch_npu.patch(torch)
+        with pytest.raises(RuntimeError, match="out of range"):
+            torch.npu.set_device(8)
+    finally:
+        sys.modules.pop("torch.npu", None)
+
+
+def test_patch_leaves_a_torch_that_already_has_npu_alone() -> None:
+    torch = _fake_torch()
+    real = types.SimpleNamespace(set_device=lambda device: None)
+    torch.npu = real
+    assert _torch_npu.patch(torch) is False
+    assert torch.npu is real
+    assert not hasattr(torch.Tensor, "npu")
+
+
+PROBE = """
+from datadist_sim import _torch_npu
+_torch_npu.install()
+import torch
+print(hasattr(torch, "npu"), hasattr(torch.Tensor, "npu"))
+"""
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, "True True"), ("0", "False False")])
+def test_install_patches_torch_when_it_is_imported_later_unless_turned_off(
+    tmp_path: Path, setting: str, expected: str
+) -> None:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    env.pop(_torch_npu.ENV_TORCH_NPU, None)
+    if setting is not None:
+        env[_torch_npu.ENV_TORCH_NPU] = setting
+    run = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == expected
