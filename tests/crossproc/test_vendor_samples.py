@@ -7,7 +7,10 @@ mirror on the development machine) into a temporary directory; no vendor code is
 repository. They need CPU torch (``tensor.npu()`` and ``torch.npu.set_device`` come from exec's torch_npu
 stand-in) and a private network namespace per pair (``unshare -rn``: the samples hard-code a gloo
 rendezvous on port 29500, and the rank-table ones a master at 10.10.10.0). Where any of these is
-missing the tests skip. Selected pairs run three at a time, each in its own namespace.
+missing the tests skip. Selected pairs run three at a time, each in its own namespace. They run only
+with ``DATADIST_SIM_VENDOR_SAMPLES=1``: every process imports torch, which costs minutes on a busy machine.
+
+    DATADIST_SIM_VENDOR_SAMPLES=1 python -m pytest tests/crossproc/test_vendor_samples.py
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from datadist_sim.fabric.address import ENV_VAR, new_address
 
 pytestmark = [pytest.mark.crossproc, pytest.mark.slow]
 
+ENV_RUN = "DATADIST_SIM_VENDOR_SAMPLES"
 HIXL_REPO = Path(os.environ.get("DATADIST_SIM_HIXL_REPO", "/work/.mirror/hicann+hixl/repo"))
 SAMPLES_PATH = "examples/python/llm_datadist"
 DRIVER = Path(__file__).parent / "programs" / "netns_run.py"
@@ -153,6 +157,8 @@ RUNS = [
 
 def _why_not_runnable() -> str:
     """Empty when this machine can run the samples; else what is missing."""
+    if os.environ.get(ENV_RUN) != "1":
+        return f"{ENV_RUN}=1 runs the vendor's nine samples (a few minutes of torch start-ups)"
     if importlib.util.find_spec("torch") is None:
         return "the samples need torch (CPU)"
     for tool in ("git", "unshare", "ip"):
