@@ -1,0 +1,117 @@
+"""Schedules (systematic pass, swarm draws) and the shrinker, on their own: no client involved."""
+
+from __future__ import annotations
+
+from typing import List
+
+import pytest
+
+from datadist_sim._world.trace import TraceEvent
+from datadist_sim.explore.run import RunResult
+from datadist_sim.explore.schedule import Baseline, Schedule, parse_kinds, schedules, systematic
+from datadist_sim.explore.shrink import shrink
+from datadist_sim.scenarios import rule_from_spec
+
+
+def _baseline() -> Baseline:
+    events = [
+        TraceEvent(0.0, 2, "link_clusters", "LLM_SUCCESS", kind="call"),
+        TraceEvent(
+            0.05, 2, "pull_cache", "LLM_SUCCESS", args="CacheKey(cluster_id=1, req_id=0)", kind="call"
+        ),
+        TraceEvent(
+            0.06, 2, "pull_cache", "LLM_SUCCESS", args="CacheKey(cluster_id=1, req_id=1)", kind="call"
+        ),
+        TraceEvent(0.06, 1, "node.init", "ok"),
+    ]
+    return Baseline.from_trace(events, 0.06)
+
+
+def test_baseline_numbers_each_operation_per_cluster_and_reads_request_ids() -> None:
+    base = _baseline()
+    assert [(c.op, c.cluster, c.nth, c.req_id) for c in base.calls] == [
+        ("link_clusters", 2, 1, None),
+        ("pull_cache", 2, 1, 0),
+        ("pull_cache", 2, 2, 1),
+    ]
+    assert base.clusters == [1, 2]
+
+
+def test_systematic_pass_puts_each_call_kind_at_each_call_first() -> None:
+    kinds = ("fail", "delay", "timeout")
+    singles = [s for s in systematic(_baseline(), kinds) if len(s) == 1]
+    assert [(s[0]["action"], s[0]["op"], s[0]["nth"]) for s in singles] == [
+        (kind, op, nth)
+        for op, nth in (("link_clusters", 1), ("pull_cache", 1), ("pull_cache", 2))
+        for kind in kinds
+    ]
+    for schedule in singles:
+        rule_from_spec(schedule[0])  # each is a valid rule
+
+
+def test_systematic_pairs_put_the_second_fault_on_the_next_call_of_the_same_operation() -> None:
+    pairs = [s for s in systematic(_baseline(), ("timeout",)) if len(s) == 2]
+    assert pairs
+    for first, second in pairs:
+        assert (first["op"], first["cluster"]) == (second["op"], second["cluster"])
+        assert second["nth"] == first["nth"] + 1
+
+
+def test_schedules_derive_from_the_seed_and_keep_to_the_kinds() -> None:
+    kinds = parse_kinds("fail,timeout")
+    one = schedules(3, _baseline(), kinds, 60, 3, systematic_first=False)
+    assert one == schedules(3, _baseline(), kinds, 60, 3, systematic_first=False)
+    assert one != schedules(4, _baseline(), kinds, 60, 3, systematic_first=False)
+    assert {rule["action"] for _, schedule in one for rule in schedule} <= {"fail", "timeout"}
+    assert all(1 <= len(schedule) <= 3 for _, schedule in one)
+    for _, schedule in one:
+        for spec in schedule:
+            rule_from_spec(spec)
+
+
+def test_unknown_fault_kind_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="bogus"):
+        parse_kinds("timeout,bogus")
+
+
+def _verdict(schedule: Schedule, signature: str) -> RunResult:
+    return RunResult(0, 7, schedule, failed=bool(signature), signature=signature)
+
+
+def test_shrink_drops_other_rules_and_simplifies_the_one_that_matters() -> None:
+    calls: List[Schedule] = []
+
+    def check(schedule: Schedule) -> RunResult:
+        calls.append(schedule)
+        timeouts = [r for r in schedule if r["action"] == "timeout"]
+        return _verdict(schedule, "RuntimeError" if timeouts else "")
+
+    start: Schedule = [
+        {"action": "delay", "seconds": 3.0, "op": "pull_cache", "first": 3},
+        {
+            "action": "timeout",
+            "landed": None,
+            "op": "pull_cache",
+            "probability": 0.5,
+            "start_s": 0.0,
+            "end_s": 4.0,
+        },
+        {"action": "kill", "cluster": 1, "start_s": 0.2},
+    ]
+    best, runs = shrink(_verdict(start, "RuntimeError"), check)
+    assert best.schedule == [{"action": "timeout", "landed": True, "op": "pull_cache", "nth": 1}]
+    assert runs == len(calls)
+
+
+def test_shrink_keeps_a_step_only_when_the_failure_is_the_same() -> None:
+    def check(schedule: Schedule) -> RunResult:
+        # with the delay alone the run still fails, but differently: not the same bug
+        kinds = {r["action"] for r in schedule}
+        return _verdict(schedule, "RuntimeError" if "timeout" in kinds else "hang")
+
+    start: Schedule = [
+        {"action": "delay", "seconds": 3.0, "op": "pull_cache", "nth": 1},
+        {"action": "timeout", "op": "pull_cache", "nth": 2},
+    ]
+    best, _ = shrink(_verdict(start, "RuntimeError"), check)
+    assert best.schedule == [{"action": "timeout", "op": "pull_cache", "nth": 2}]
