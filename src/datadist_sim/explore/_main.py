@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from datadist_sim._install import installed
 from datadist_sim._progress import Progress
 from datadist_sim.explore.executor import ENGINES, EngineError
 from datadist_sim.explore.run import SIM_LIMIT_S, WALL_LIMIT_S, Limits, run_one
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         limits=limits,
     )
     try:
-        with Progress(args.runs, "explore") as bar:
+        with installed(force=True), Progress(args.runs, "explore") as bar:
             outcome = explore(args.target, options, progress=lambda done, total: bar.update(done))
     except EngineError as exc:
         return _usage(str(exc))
