@@ -16,7 +16,7 @@ from datadist_sim.strategies import fault_rules, rule_specs, schedules
 
 
 @given(spec=rule_specs(ops=["pull_cache", "link_clusters"], clusters=[1, 2]))
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_drawn_specs_are_valid_rules_on_the_given_ops(spec: Dict[str, object]) -> None:
     rule = rule_from_spec(spec)
     assert rule.op is not None
@@ -25,11 +25,13 @@ def test_drawn_specs_are_valid_rules_on_the_given_ops(spec: Dict[str, object]) -
 
 
 @given(rule=fault_rules(kinds=["fail", "timeout"]))
+@settings(max_examples=50, deadline=None)
 def test_fault_rules_keep_to_the_given_kinds(rule: Fault) -> None:
     assert rule.action in ("fail", "timeout")
 
 
 @given(rules=schedules(max_rules=2))
+@settings(max_examples=50, deadline=None)
 def test_schedules_are_lists_of_rules_a_world_accepts(rules: List[Fault]) -> None:
     assert len(rules) <= 2
     world = SimWorld(seed=0)
