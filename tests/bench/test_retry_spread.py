@@ -5,6 +5,7 @@ worker is named."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,16 @@ def test_a_policy_without_a_source_cannot_go_to_a_worker() -> None:
     policies = {"adhoc": POLICIES["no-retry"].__call__}
     with pytest.raises(ValueError, match="adhoc"):
         run_matrix(SMALL, policies, SCENARIOS[:1], TIMING, spread=Spread(workers=2))
+
+
+def test_bench_retry_on_ray_without_ray_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from datadist_sim.bench import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    argv = ["retry", "--engine", "ray", "--policies", "no-retry", "--scenarios", "uce", "--clients", ""]
+    assert main([*argv, "--requests", "20", "--no-plots", "--out", str(tmp_path)]) == 2
+    assert "datadist-sim[ray]" in capsys.readouterr().out

@@ -4,6 +4,9 @@ A run fails when the target raises, when it hangs (simulated time past ``sim_lim
 ``wall_limit_s``, both noticed when the client next lets time pass or reads the clock), or when the
 world's own books no longer balance afterwards (pool accounting, keys naming freed caches, bytes still
 held once every instance is finalized). The verdict is plain data, so it crosses process boundaries.
+
+A hang is noticed in the thread that moves or reads simulated time; a thread blocked on its own lock,
+never touching the world, cannot be interrupted from inside the process.
 """
 
 from __future__ import annotations

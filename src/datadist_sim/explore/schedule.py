@@ -242,18 +242,32 @@ def _world_target(rng: random.Random, baseline: Baseline, kind: str, site: CallS
     return {"cluster": cluster}
 
 
+def valid(spec: Spec) -> bool:
+    """Whether the fault plan accepts ``spec`` (an operation it does not know, for one, it refuses)."""
+    from datadist_sim.scenarios import rule_from_spec
+
+    try:
+        rule_from_spec(spec)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def schedules(
     seed: int, baseline: Baseline, kinds: Sequence[str], runs: int, max_rules: int, systematic_first: bool
 ) -> List[Tuple[int, Schedule]]:
-    """``runs`` (world seed, schedule) pairs in run order: the systematic ones first, then swarm."""
+    """``runs`` (world seed, schedule) pairs in run order: the systematic ones first, then swarm.
+    Rules the plan would refuse are left out (a traced call that is not a rule's operation)."""
     out: List[Tuple[int, Schedule]] = []
     if systematic_first:
         for schedule in systematic(baseline, kinds):
             if len(out) >= runs:
                 break
-            out.append((run_seed(seed, len(out)), schedule))
+            if all(valid(spec) for spec in schedule):
+                out.append((run_seed(seed, len(out)), schedule))
     while len(out) < runs:
         index = len(out)
         rng = random.Random(f"datadist-sim explore {seed} {index}")
-        out.append((run_seed(seed, index), swarm(rng, baseline, kinds, max_rules)))
+        drawn = [spec for spec in swarm(rng, baseline, kinds, max_rules) if valid(spec)]
+        out.append((run_seed(seed, index), drawn))
     return out
