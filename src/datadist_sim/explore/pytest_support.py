@@ -8,6 +8,7 @@ the test fails with the rules, the failure and the command that replays it
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -31,6 +32,8 @@ def run_marked(item: pytest.Function, seed: int, config: Any) -> Optional[bool]:
         return None
     if "sim_world" not in item.funcargs:
         pytest.fail(f"{item.nodeid}: {MARKER} needs the sim_world fixture", pytrace=False)
+    if inspect.iscoroutinefunction(item.obj):
+        pytest.fail(f"{item.nodeid}: {MARKER} runs plain (not async) test functions", pytrace=False)
     unknown = sorted(set(marker.kwargs) - _KEYS)
     if marker.args or unknown:
         pytest.fail(f"{item.nodeid}: {MARKER} takes keywords {sorted(_KEYS)} only", pytrace=False)
