@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,15 +22,13 @@ def _scenarios(text: str) -> List[Tuple[str, Tuple[float, ...]]]:
 
 
 def _plugin(spec: str) -> Tuple[str, Callable[[int], Any]]:
-    """``NAME=package.module:function`` -> (NAME, seed -> RetryPolicy)."""
-    from datadist_sim._target import load_target
+    """``NAME=package.module:function`` -> (NAME, seed -> RetryPolicy); workers build it the same way."""
+    from datadist_sim.bench.retry_bench import policy_factory
 
     name, sep, target = spec.partition("=")
     if not (sep and name and target):
         raise ValueError("expected NAME=MODULE:FACTORY")
-    factory = load_target(target, what="policy factory")  # the current directory first, as python -m
-    takes_seed = "seed" in inspect.signature(factory).parameters
-    return name, (lambda seed: factory(seed=seed)) if takes_seed else (lambda seed: factory())
+    return name, policy_factory(target)  # the current directory first, as python -m
 
 
 def build_parser() -> argparse.ArgumentParser:
