@@ -15,6 +15,17 @@ def sleeps_forever(world: SimWorld) -> None:
         world.clock.sleep(1.0)
 
 
+def backs_off_forever(world: SimWorld) -> None:
+    """A client whose retry loop sleeps with ``time.sleep`` on simulated time (``patch_time``)."""
+    import time
+
+    from datadist_sim.timepatch import patch_time
+
+    with patch_time(world):
+        while True:
+            time.sleep(5.0)
+
+
 def spins(world: SimWorld) -> None:
     while True:
         world.now()

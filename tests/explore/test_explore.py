@@ -146,6 +146,13 @@ def test_simulated_time_past_the_bound_is_a_hang() -> None:
     assert "simulated time passed 30 s" in result.failure
 
 
+def test_a_patched_time_sleep_retry_loop_past_the_bound_is_a_hang() -> None:
+    result = run_one(targets.backs_off_forever, 0, 0, [], Limits(sim_limit_s=60.0))
+    assert result.failed
+    assert result.signature == "hang"
+    assert "simulated time passed 60 s" in result.failure
+
+
 def test_a_target_that_never_lets_time_pass_hangs_on_the_wall_bound() -> None:
     result = run_one(targets.spins, 0, 0, [], Limits(wall_limit_s=0.05))
     assert result.failed

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from datadist_sim._install import installed
-from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.clock import VirtualClock, Wake
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.explore.schedule import Schedule
 from datadist_sim.scenarios import rule_from_spec
@@ -69,6 +69,10 @@ class BoundedClock(VirtualClock):
 
     def advance_to(self, when: float) -> None:
         super().advance_to(when)
+        self._check()
+
+    def wait_until(self, when: float, wake: Optional[Wake] = None) -> None:
+        super().wait_until(when, wake)
         self._check()
 
 
