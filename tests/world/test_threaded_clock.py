@@ -24,6 +24,8 @@ from datadist_sim.timepatch import patch_time
 RANK_TABLE = json.dumps({"version": "1.2", "server_count": "2", "server_list": []})
 PATIENT = 1.0
 """autojump_threshold of these tests' clocks: far above any scheduling delay, so results hold under load."""
+NEVER = 3600.0
+"""A threshold no test reaches: where the threads meet by waiting, it costs no wall time."""
 
 
 def _instance(world: SimWorld, role: LLMRole, cluster_id: int) -> LLMDataDist:
@@ -99,7 +101,7 @@ def test_a_single_thread_still_jumps_a_poll_interval_per_poll() -> None:
 
 
 def test_a_waiter_waits_for_a_thread_that_is_still_active_and_jumps_when_it_waits_too() -> None:
-    clock = VirtualClock(autojump_threshold=PATIENT)
+    clock = VirtualClock(autojump_threshold=NEVER)
     woke: List[float] = []
     other = threading.Thread(target=lambda: (clock.wait_until(5.0), woke.append(clock.now())))
     clock.touch()  # this thread is active: the other thread's wait must not jump yet
@@ -127,7 +129,7 @@ def test_a_thread_quiet_for_the_threshold_no_longer_holds_time_back() -> None:
 
 
 def test_a_wait_ends_early_when_what_it_waits_for_happens() -> None:
-    clock = VirtualClock(autojump_threshold=PATIENT)
+    clock = VirtualClock(autojump_threshold=NEVER)
     done = threading.Event()
     helper = threading.Thread(target=lambda: (clock.touch(), done.set()))
     helper.start()
