@@ -297,12 +297,16 @@ class CacheMachine(FabricMachine):
         )
         keys = [CacheKey(cid, PAD if r is None else r) for r in reqs]
         bound = [(("req", r, 0), i) for i, r in enumerate(reqs) if r is not None]
-        if len(reqs) > batch or len(set(reqs)) != len(reqs):
-            allowed: Any = S.LLM_PARAM_INVALID
-        elif any(ek in node.keys for ek, _ in bound):
-            allowed = S.LLM_PARAM_INVALID
-        else:
-            allowed = self._alloc_allowed(node, batch, host)
+        # v2 allocates first, then checks the keys (a placeholder names the slot of a model-0 blocks key)
+        bad_keys = (
+            len(reqs) > batch
+            or len(set(reqs)) != len(reqs)
+            or any(ek in node.keys for ek, _ in bound)
+            or (None in reqs and ("blocks", 0, 0) in node.keys)
+        )
+        allowed: Any = self._alloc_allowed(node, batch, host)
+        if bad_keys and allowed == OOM_MAYBE:
+            allowed = frozenset({S.LLM_PARAM_INVALID, S.LLM_OUT_OF_MEMORY})
         code, handle = self._call(
             "allocate_cache",
             self._door("allocate_cache", cid, allowed),
@@ -566,10 +570,10 @@ class CacheMachine(FabricMachine):
             allowed: Any = S.LLM_PARAM_INVALID
         else:
             allowed = self._pull_gate(s, p, src)
-            if allowed is None and (dst is None or (not dst.blocks and dst_batch >= dst.batch)):
+            if allowed is None and dst is None:
                 allowed = S.LLM_KV_CACHE_NOT_EXIST
-            elif allowed is None and dst is not None and dst.blocks:
-                allowed = S.LLM_PARAM_INVALID
+            elif allowed is None and dst is not None and dst_batch >= (1 if dst.blocks else dst.batch):
+                allowed = S.LLM_PARAM_INVALID  # a blocks cache is one batch of one block
         cm = node.dd.cache_manager
         code = self._transfer("push_cache", s, p, allowed, lambda: cm.push_cache(key, src.handle, src_batch))
         if code is None:

@@ -215,14 +215,16 @@ class KvCacheMachine(FabricMachine):
         if node is None:
             return
         keys = [CacheKey(cid, 2**64 - 1 if r is None else r) for r in reqs]
-        bound = [(("req", r, 0), i) for i, r in enumerate(reqs) if r is not None]
+        # v1 (GE flow function): repeats are not refused, a repeated id is bound at its last index
+        bound = list({("req", r, 0): i for i, r in enumerate(reqs) if r is not None}.items())
         if node.role is not LLMRole.PROMPT and reqs:
             allowed: Any = S.LLM_PARAM_INVALID  # the face: keys only on a Prompt
         else:
             allowed = self._door("allocate_cache", cid, None)
-        bad_keys = len(reqs) > batch or len(set(reqs)) != len(reqs) or any(ek in node.keys for ek, _ in bound)
-        if allowed is None and bad_keys:
+        if allowed is None and len(reqs) > batch:
             allowed = S.LLM_PARAM_INVALID
+        elif allowed is None and any(ek in node.keys for ek, _ in bound):
+            allowed = S.LLM_FAILED  # LLM_CACHE_KEY_ALREADY_EXIST leaves the v1 engine as LLM_FAILED
         elif allowed is None:
             used, need = node.used(), _reserve(batch)
             full = used + need > POOL_PAGES * PAGE or (node.limit is not None and used + need > node.limit)

@@ -63,6 +63,19 @@ def engine_key(key: PackedKey) -> Optional[EngineKey]:
     return None
 
 
+def key_ident(key: PackedKey) -> Tuple[int, int]:
+    """The engine's ``DataCacheKey`` of a packed key: ``(prefix_id if valid else req_id, model_id)``
+    (hixl ``cache_manager.cc:317-321``); a placeholder or a blocks key has ``UINT64_MAX`` as its id."""
+    _, _, _, req_id, prefix_id, model_id, _ = key
+    return (prefix_id if _valid(prefix_id) else req_id, model_id)
+
+
+def _blocks_slot(model_id: int) -> EngineKey:
+    """The table slot of a blocks key of ``model_id``: ``(UINT64_MAX, model_id)`` in the request table,
+    which is also what a placeholder of that model names (hixl ``cache_manager.cc:264-265``)."""
+    return ("blocks", 0, model_id)
+
+
 @dataclass(eq=False)
 class CacheEntry:
     """One cache of one instance: allocated from a pool (owned) or registered (caller's memory)."""
@@ -151,21 +164,62 @@ class NodeCaches:
     # -- allocation and registration -------------------------------------------------------------
 
     def _bind_keys(self, keys: Sequence[PackedKey], batch_size: int) -> List[Tuple[EngineKey, int]]:
-        """Check keys of one call (§7.1) and return ``(engine key, batch index)`` for the indexed ones."""
+        """Check the keys of one call (§7.1) and return ``(engine key, batch index)`` for the indexed ones.
+
+        The cluster id is no part of an engine key, so keys that differ only in it are one key. v2
+        follows ``CacheManager::CheckCacheKeys`` (hixl ``cache_manager.cc:240-257``): one set of
+        ``(prefix_id or req_id, model_id)`` per call, shared by request and prefix keys and placeholders,
+        so any repeat is ``LLM_PARAM_INVALID``; a key already bound is ``LLM_PARAM_INVALID`` too. v1 is
+        the GE flow function (see ``_bind_keys_v1``).
+        """
         if len(keys) > batch_size:
             raise SimError(_P, f"{len(keys)} cache keys exceed batch size {batch_size}")
-        if len(set(keys)) != len(keys):
-            raise SimError(_P, "cache_keys contain duplicates")
+        if self.mode is not Mode.CACHE_MANAGER:
+            return self._bind_keys_v1(keys)
+        seen: Set[Tuple[int, int]] = set()
         bound: List[Tuple[EngineKey, int]] = []
         for index, key in enumerate(keys):
+            ident = key_ident(key)
             ek = engine_key(key)
-            if ek is None:
-                continue
-            if ek in self.key_table:
-                code = LLMStatusCode.LLM_PREFIX_ALREADY_EXIST if self._legacy_prefix(ek) else _P
-                raise SimError(code, f"cache key {ek} is already bound to cache {self.key_table[ek][0]}")
-            bound.append((ek, index))
+            held = ek if ek is not None else _blocks_slot(ident[1])
+            if held in self.key_table:
+                code = LLMStatusCode.LLM_PREFIX_ALREADY_EXIST if self._legacy_prefix(held) else _P
+                raise SimError(code, f"cache key {ident} is already bound to cache {self.key_table[held][0]}")
+            if ident in seen:
+                raise SimError(
+                    _P,
+                    f"identical cache_keys {ident} (id, model_id) occurred in one call "
+                    "(the cluster id is no part of the key)",
+                )
+            seen.add(ident)
+            if ek is not None:
+                bound.append((ek, index))
         return bound
+
+    def _bind_keys_v1(self, keys: Sequence[PackedKey]) -> List[Tuple[EngineKey, int]]:
+        """The v1 engine (GE ``llm_flow_service.cc:568-577``, flow function ``cache_manager.cpp:90-113,
+        497-515``): every key takes the *first* key's model id, the *last* key decides whether all go to
+        the prefix or the request table, repeats are not refused (a repeated id is bound once, at the
+        last batch index naming it), and a key already bound is ``LLM_CACHE_KEY_ALREADY_EXIST``, which
+        leaves the engine as ``LLM_FAILED`` (not in the public set, ``llm_common.cc:18-49``)."""
+        if not keys:
+            return []
+        model_id = keys[0][5]
+        table = "prefix" if _valid(keys[-1][4]) else "req"
+        chosen: Dict[EngineKey, int] = {}
+        for index, key in enumerate(keys):
+            ident = key_ident(key)[0]
+            ek: EngineKey = (table, ident, model_id)
+            held = _blocks_slot(model_id) if (table == "req" and not _valid(ident)) else ek
+            if held in self.key_table:
+                legacy = self._legacy_prefix(held)
+                code = LLMStatusCode.LLM_PREFIX_ALREADY_EXIST if legacy else LLMStatusCode.LLM_FAILED
+                owner = self.key_table[held][0]
+                raise SimError(code, f"cache key {(ident, model_id)} is already mapped to cache {owner}")
+            if _valid(ident):
+                chosen.pop(ek, None)
+                chosen[ek] = index
+        return list(chosen.items())
 
     def _legacy_prefix(self, ek: EngineKey) -> bool:
         return self.legacy_codes and ek[0] == "prefix"
@@ -197,23 +251,41 @@ class NodeCaches:
                     LLMStatusCode.LLM_FEATURE_NOT_ENABLED,
                     f"no {'device' if device else 'host'} memory pool is configured",
                 )
-            bound = self._bind_keys(keys, batch_size) if not is_blocks else self._bind_blocks(keys)
+            # v1 checks the keys before it allocates (GE ``cache_manager.cpp:36-62``); v2 allocates first
+            # and checks the keys under its lock (hixl ``cache_manager.cc:183-199``), freeing on failure.
+            v2 = self.mode is Mode.CACHE_MANAGER
+            bound = [] if v2 else self._check_keys(keys, batch_size, is_blocks)
             if self.legacy_codes and is_blocks:
                 addrs = _legacy_blocks_allocate(pool, tensor_size, num_tensors)
             else:
                 addrs = pool.allocate_many([tensor_size] * num_tensors)
+            if v2:
+                try:
+                    bound = self._check_keys(keys, batch_size, is_blocks)
+                except SimError:
+                    for address in addrs:
+                        pool.free(address)
+                    raise
             entry = CacheEntry(
                 self._next_id, num_tensors, tensor_size, batch_size, addrs, device, is_blocks, False, pool
             )
             return self._add(entry, bound)
 
+    def _check_keys(
+        self, keys: Sequence[PackedKey], batch_size: int, is_blocks: bool
+    ) -> List[Tuple[EngineKey, int]]:
+        return self._bind_blocks(keys) if is_blocks else self._bind_keys(keys, batch_size)
+
     def _bind_blocks(self, keys: Sequence[PackedKey]) -> List[Tuple[EngineKey, int]]:
+        """A blocks key: ``(UINT64_MAX, model_id)`` in the request table; bound already is
+        ``LLM_PARAM_INVALID`` in v2 and ``LLM_FAILED`` in v1 (as for ``_bind_keys``)."""
+        code = _P if self.mode is Mode.CACHE_MANAGER else LLMStatusCode.LLM_FAILED
         bound = []
         for key in keys:
             ek = engine_key(key)
             if ek is not None:
                 if ek in self.key_table:
-                    raise SimError(_P, f"blocks cache key {ek} is already bound")
+                    raise SimError(code, f"blocks cache key {ek} is already bound")
                 bound.append((ek, 0))
         return bound
 
@@ -228,7 +300,7 @@ class NodeCaches:
         keys: Sequence[PackedKey] = (),
     ) -> CacheEntry:
         with self.lock:
-            bound = self._bind_keys(keys, batch_size) if not is_blocks else self._bind_blocks(keys)
+            bound = self._check_keys(keys, batch_size, is_blocks)
             entry = CacheEntry(
                 self._next_id, len(addrs), tensor_size, batch_size, list(addrs), device, is_blocks, True, None
             )
@@ -325,6 +397,28 @@ class NodeCaches:
             raise SimError(self._missing_code(ek), f"remote cache key {ek} does not exist")
         entry = self.caches[found[0]]
         return entry, found[1], ek if ek[0] == "req" and not is_blocks else None
+
+    def find_entry(self, key: PackedKey) -> Tuple[CacheEntry, int]:
+        """``(cache, batch index)`` a remote-cache-accessible push names, as ``FindCacheEntry`` finds it
+        (hixl ``cache_access_table.cc:290-312``, request built at ``layer_wise_transfer_job.cc:188-196``).
+
+        A blocks key names ``(UINT64_MAX, model_id)``. A key by id names its cache when ``cache_id > 0``;
+        otherwise the request keeps its default key ``(req_id 0, model_id 0)`` and that request key
+        names the cache. The batch is the key's own ``batch_index`` either way. Missing:
+        ``LLM_KV_CACHE_NOT_EXIST``.
+        """
+        _, cache_id, batch_index, _, _, model_id, is_blocks = key
+        if is_blocks or cache_id <= 0:
+            ek = _blocks_slot(model_id) if is_blocks else ("req", 0, 0)
+            found = self.key_table.get(ek)
+            if found is None:
+                shown = key_ident(key) if is_blocks else (0, 0)
+                raise SimError(_NOT_EXIST, f"remote cache key {shown} does not exist")
+            return self.caches[found[0]], 0 if is_blocks else batch_index
+        entry = self.caches.get(cache_id)
+        if entry is None:
+            raise SimError(_NOT_EXIST, f"remote cache {cache_id} does not exist")
+        return entry, batch_index
 
     def note_completed(self, ek: EngineKey) -> None:
         """A pull consumed request key ``ek``; the last ``COMPLETED_KEPT`` such keys are remembered."""

@@ -1,8 +1,6 @@
 """The pull engine: a Decode-side pull of a Prompt cache, in bytes and in simulated time (reference §7).
 
-``PullParams`` is the tuple the face's ``pull_cache_v2`` call gets:
-``(size, batch_index, src_blocks, dst_blocks, src_tensor_indices, dst_tensor_indices, src_offset,
-dst_offset, tensor_num_per_layer)``; empty index lists mean "all tensors", offsets ``-1`` mean 0.
+Which ranges a transfer moves is planned in ``ranges`` (``PullParams`` is defined there).
 
 The whole pull runs under the world lock, so pulls are serialised (the engine serialises pulls per link;
 a global order is a stricter, simpler model) and a pull never sees a half-freed cache.
@@ -27,10 +25,19 @@ from datadist_sim._world.caches import (
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.faults import Call, current_op
+from datadist_sim._world.ownership import check_destinations
+from datadist_sim._world.ranges import (
+    PullParams,
+    Range,
+    addr_ranges,
+    blocks_ranges,
+    check_layer_split,
+    contiguous_ranges,
+    push_ranges,
+)
 from datadist_sim._world.world import SimWorld
 
-PullParams = Tuple[int, int, Sequence[int], Sequence[int], Sequence[int], Sequence[int], int, int, int]
-Range = Tuple[int, int, int]
+__all__ = ["PullParams", "Range", "copy_blocks", "copy_cache", "pull", "push", "push_to_addrs"]
 _P = LLMStatusCode.LLM_PARAM_INVALID
 
 
@@ -39,91 +46,6 @@ _TIMEOUTS = (LLMStatusCode.LLM_TIMEOUT, LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT)
 
 def timeout_code(mode: Mode) -> LLMStatusCode:
     return LLMStatusCode.LLM_TIMEOUT if mode is Mode.CACHE_MANAGER else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
-
-
-def _tensor_pairs(
-    src: CacheEntry, dst: CacheEntry, src_idx: Sequence[int], dst_idx: Sequence[int]
-) -> List[Tuple[int, int]]:
-    if not src_idx and not dst_idx:
-        if src.num_tensors != dst.num_tensors:
-            raise SimError(_P, f"num_tensors mismatch: remote {src.num_tensors}, local {dst.num_tensors}")
-        return [(i, i) for i in range(src.num_tensors)]
-    s = list(src_idx) if src_idx else list(range(src.num_tensors))
-    d = list(dst_idx) if dst_idx else (list(src_idx) if src_idx else list(range(dst.num_tensors)))
-    if len(s) != len(d):
-        raise SimError(_P, f"layer ranges name {len(s)} remote and {len(d)} local tensors")
-    for i in s:
-        if not 0 <= i < src.num_tensors:
-            raise SimError(_P, f"remote tensor index {i} out of range [0, {src.num_tensors})")
-    for i in d:
-        if not 0 <= i < dst.num_tensors:
-            raise SimError(_P, f"local tensor index {i} out of range [0, {dst.num_tensors})")
-    return list(zip(s, d))
-
-
-def _contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
-    size, batch_index, _, _, src_idx, dst_idx, src_off, dst_off, _ = params
-    if dst.is_blocks or src.is_blocks:
-        raise SimError(_P, "blocks and contiguous caches cannot be mixed in pull_cache")
-    if batch_index >= dst.batch_size:
-        raise SimError(_P, f"batch_index {batch_index} >= local batch size {dst.batch_size}")
-    if not 0 <= src_batch < src.batch_size:
-        raise SimError(_P, f"source batch {src_batch} out of range [0, {src.batch_size})")
-    src_off = max(src_off, 0)
-    dst_off = max(dst_off, 0)
-    nbytes = src.batch_bytes - src_off if size == -1 else size
-    if nbytes < 0 or src_off + nbytes > src.batch_bytes or dst_off + nbytes > dst.batch_bytes:
-        raise SimError(
-            _P,
-            f"size {nbytes} with offsets {src_off}/{dst_off} exceeds the batch "
-            f"(remote {src.batch_bytes} B, local {dst.batch_bytes} B)",
-        )
-    return [
-        (
-            dst.addrs[d] + batch_index * dst.batch_bytes + dst_off,
-            src.addrs[s] + src_batch * src.batch_bytes + src_off,
-            nbytes,
-        )
-        for s, d in _tensor_pairs(src, dst, src_idx, dst_idx)
-    ]
-
-
-def _blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
-    _, _, src_blocks, dst_blocks, src_idx, dst_idx, _, _, _ = params
-    if not dst.is_blocks:
-        raise SimError(_P, "pull_blocks needs a blocks cache as destination")
-    block = dst.batch_bytes
-    for b in dst_blocks:
-        if not 0 <= b < dst.batch_size:
-            raise SimError(_P, f"local block index {b} out of range [0, {dst.batch_size})")
-    pairs = _tensor_pairs(src, dst, src_idx, dst_idx)
-    ranges: List[Range] = []
-    if src.is_blocks:
-        if not src_blocks:
-            raise SimError(_P, "src_blocks can not be empty for a blocks source")
-        if len(src_blocks) != len(dst_blocks):
-            raise SimError(_P, f"{len(src_blocks)} src blocks but {len(dst_blocks)} dst blocks")
-        if src.batch_bytes != block:
-            raise SimError(_P, f"block size mismatch: remote {src.batch_bytes} B, local {block} B")
-        for b in src_blocks:
-            if not 0 <= b < src.batch_size:
-                raise SimError(_P, f"remote block index {b} out of range [0, {src.batch_size})")
-        for s, d in pairs:
-            for sb, db in zip(src_blocks, dst_blocks):
-                ranges.append((dst.addrs[d] + db * block, src.addrs[s] + sb * block, block))
-        return ranges
-    if src_blocks:
-        raise SimError(_P, "src_blocks must be empty for a contiguous source")
-    base = src_batch * src.batch_bytes
-    for s, d in pairs:
-        for j, db in enumerate(dst_blocks):
-            start = j * block
-            if start >= src.batch_bytes:
-                break
-            ranges.append(
-                (dst.addrs[d] + db * block, src.addrs[s] + base + start, min(block, src.batch_bytes - start))
-            )
-    return ranges
 
 
 def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> NodeCaches:
@@ -316,15 +238,17 @@ def _plan_pull(
     world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
 ) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
     dst = store_of(world, node).live(dst_cache_id)
+    if params[4] or params[5]:  # a layer range: the local cache must divide into layers
+        check_layer_split(dst.num_tensors, params[8], "local")
     store = _remote(world, node, key[0], "pulled from")
     with store.lock:
         src, src_batch, consume = store.lookup(key)
         if blocks:
-            ranges = _blocks_ranges(src, src_batch, dst, params)
+            ranges = blocks_ranges(src, src_batch, dst, params)
         else:
             if store.legacy_codes:
                 legacy_seq_len_check(src, dst, params[0], params[6], params[7])
-            ranges = _contiguous_ranges(src, src_batch, dst, params)
+            ranges = contiguous_ranges(src, src_batch, dst, params)
     return store, src, consume, ranges
 
 
@@ -430,23 +354,21 @@ def push(
     key: PackedKey,
     params: PullParams,
     *,
-    blocks: bool,
     kind: str = "push",
 ) -> None:
     """Write the local cache ``src_cache_id`` into what ``key`` names on its cluster; never consumes keys.
 
-    ``params`` is read as for a pull, with its batch index naming the *remote* batch.
+    ``key`` is found as the engine's ``FindCacheEntry`` finds it (``NodeCaches.find_entry``); with no
+    destination blocks in ``params`` the push is cache-to-cache, whichever kind each cache is
+    (``ranges.push_ranges``).
     """
 
     def plan() -> List[Range]:
         src = store_of(world, node).live(src_cache_id)
         store = _remote(world, node, key[0], "pushed to")
         with store.lock:
-            dst, dst_batch, _ = store.lookup(key)
-            if blocks:
-                return _blocks_ranges(src, src_batch, dst, params)
-            moved = (params[0], dst_batch, *params[2:])
-            return _contiguous_ranges(src, src_batch, dst, moved)
+            dst, dst_batch = store.find_entry(key)
+            return push_ranges(src, src_batch, dst, dst_batch, params)
 
     _serialised(world, node, key[0], "push_cache", plan, kind, _req_id(key))
 
@@ -504,46 +426,17 @@ def push_to_addrs(
     dst_blocks: Sequence[int],
     dst_block_size: int,
 ) -> None:
-    """``transfer_cache_async`` with a ``TransferConfig``: write local tensors to remote raw addresses.
-
-    Contiguous source: the batch slice of each tensor goes to its address, or, with ``dst_blocks``,
-    in ``dst_block_size`` chunks to ``addr + block * dst_block_size``. Blocks source: each
-    ``src_blocks[j]`` goes to ``addr + dst_blocks[j] * dst_block_size`` (``dst_block_size`` 0 means the
-    source block size).
-    """
+    """``transfer_cache_async`` with a ``TransferConfig``: write local tensors to remote raw addresses
+    (planned by ``ranges.addr_ranges``), each of which must be memory of ``remote_id``
+    (``ownership.check_destinations``)."""
 
     def plan() -> List[Range]:
         src = store_of(world, node).live(src_cache_id)
         _remote(world, node, remote_id, "pushed to")
-        if len(tensor_indices) != len(dst_addrs):
-            raise SimError(_P, f"{len(tensor_indices)} tensors but {len(dst_addrs)} dst addrs")
-        ranges: List[Range] = []
-        for index, dst_addr in zip(tensor_indices, dst_addrs):
-            if not 0 <= index < src.num_tensors:
-                raise SimError(_P, f"tensor index {index} out of range [0, {src.num_tensors})")
-            base = src.addrs[index]
-            if src_blocks:
-                block = src.batch_bytes
-                step = dst_block_size or block
-                for sb, db in zip(src_blocks, dst_blocks):
-                    if not 0 <= sb < src.batch_size:
-                        raise SimError(_P, f"src block {sb} out of range [0, {src.batch_size})")
-                    ranges.append((dst_addr + db * step, base + sb * block, block))
-                continue
-            if src_batch >= src.batch_size:
-                raise SimError(_P, f"src_batch_index {src_batch} >= batch size {src.batch_size}")
-            start = base + src_batch * src.batch_bytes
-            if not dst_blocks:
-                ranges.append((dst_addr, start, src.batch_bytes))
-                continue
-            if dst_block_size <= 0:
-                raise SimError(_P, "dst_block_memory_size must be > 0 for a cache-to-blocks transfer")
-            for j, db in enumerate(dst_blocks):
-                offset = j * dst_block_size
-                if offset >= src.batch_bytes:
-                    break
-                size = min(dst_block_size, src.batch_bytes - offset)
-                ranges.append((dst_addr + db * dst_block_size, start + offset, size))
+        ranges = addr_ranges(
+            src, src_batch, tensor_indices, dst_addrs, src_blocks, dst_blocks, dst_block_size
+        )
+        check_destinations(world, remote_id, ranges)
         return ranges
 
     _serialised(world, node, remote_id, "transfer_cache_async", plan, "transfer")

@@ -225,9 +225,7 @@ class _Job:
                 )
                 if isinstance(key, BlocksCacheKey):
                     packed = pack_block_cache_key(key)
-                    transfer.push(
-                        self.world, self.node, self.cache_id, 0, packed, params, blocks=True, kind="transfer"
-                    )
+                    transfer.push(self.world, self.node, self.cache_id, 0, packed, params, kind="transfer")
                 elif isinstance(key, CacheKeyByIdAndIndex):
                     packed = pack_cache_key_by_id(key)
                     transfer.push(
@@ -237,7 +235,6 @@ class _Job:
                         config.src_batch_index,
                         packed,
                         params,
-                        blocks=bool(self.dst_blocks),
                         kind="transfer",
                     )
                 else:

@@ -105,9 +105,7 @@ class PushOps:
             dst_idx = list(range(dst_layer * tensor_num_per_layer, (dst_layer + 1) * tensor_num_per_layer))
             params: transfer.PullParams = (-1, 0, [], [], src_idx, dst_idx, -1, -1, tensor_num_per_layer)
             with engine_call("[push_cache]", f"dst_cache_key = {dst_cache_key}"):
-                transfer.push(
-                    self._world, self._node, src_cache.cache_id, src_batch_index, key, params, blocks=False
-                )
+                transfer.push(self._world, self._node, src_cache.cache_id, src_batch_index, key, params)
 
     @api_call
     def push_blocks(
@@ -150,4 +148,4 @@ class PushOps:
                 tensor_num_per_layer,
             )
             with engine_call("[push_blocks]", f"dst_cache_key = {dst_cache_key}"):
-                transfer.push(self._world, self._node, src_cache.cache_id, 0, key, params, blocks=True)
+                transfer.push(self._world, self._node, src_cache.cache_id, 0, key, params)

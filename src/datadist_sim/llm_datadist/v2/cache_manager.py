@@ -15,6 +15,7 @@ from datadist_sim._world import transfer
 from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.ownership import check_register
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
 from datadist_sim.llm_datadist._engine import api_call, engine_call
@@ -165,7 +166,8 @@ class CacheManager(LocalCacheOps, PushOps):
         self, func: str, cache_desc: CacheDesc, addrs: List[int], keys: List[Any], is_blocks: bool
     ) -> CacheEntry:
         tensor_size = cache_desc.size
-        with engine_call(func, f"cache_desc = {cache_desc}"):
+        with engine_call(func, f"cache_desc = {cache_desc}"), self._world.lock:
+            check_register(self._world, self._node.cluster_id, addrs, tensor_size)
             return self._store().register(
                 addrs,
                 tensor_size,

@@ -1,0 +1,89 @@
+"""Memory belongs to one cluster: who may register a range, and where a push may write.
+
+On real hardware every instance is its own process on its own device, so an address means something
+only to the cluster that owns it: its memory pools (registered with the transport at ``init``, hixl
+``data_cache_engine.cc:295``, ``:322``) and the caches it registered (``comm_mem_manager.cc:73-104``).
+A remote write goes through the transport's one-sided put into memory the peer registered; the engine
+itself never checks a ``TransferConfig`` address (``layer_wise_transfer_job.cc:28-44`` copies it into the
+descriptor as given), so what HCCL would do with a foreign address is not in the open source. Here all
+clusters share one address space, so the simulator must check what the hardware enforces by isolation:
+
+- ``register_cache`` / ``register_blocks_cache`` of a range that overlaps another live cluster's memory
+  (its pools or its registered caches) is refused with ``LLM_PARAM_INVALID`` (inferred: the code the
+  engine gives every other rejected register argument), nothing registered;
+- a ``TransferConfig.dst_addrs`` range that is not wholly inside the destination cluster's memory
+  (another cluster's cache, the sender's own cache, or nothing at all) is refused with
+  ``LLM_PARAM_INVALID`` before any byte moves.
+
+Memory the caller registers that no cluster owns (a raw pointer of its own, a made-up address for
+metadata-only use) stays the caller's to register, as before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, List, Sequence, Tuple
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.errors import SimError
+
+if TYPE_CHECKING:
+    from datadist_sim._world.caches import NodeCaches
+    from datadist_sim._world.world import SimWorld
+
+_P = LLMStatusCode.LLM_PARAM_INVALID
+
+
+def _spans(store: NodeCaches) -> Iterator[Tuple[int, int]]:
+    """``[start, end)`` of every range one instance owns: its pools and its registered tensors."""
+    for pool in (store.device_pool, store.host_pool):
+        if pool is not None and pool.capacity > 0:
+            yield pool.base, pool.base + pool.capacity
+    for entry in list(store.caches.values()):
+        if entry.registered:
+            for address in entry.addrs:
+                yield address, address + max(entry.tensor_size, 1)
+
+
+def owners(world: SimWorld, address: int, nbytes: int) -> List[int]:
+    """Live clusters whose memory overlaps ``[address, address + nbytes)``, in id order."""
+    end = address + max(nbytes, 1)
+    found = []
+    for cluster_id, store in sorted(world.caches.items()):
+        if any(start < end and address < stop for start, stop in _spans(store)):
+            found.append(cluster_id)
+    return found
+
+
+def holds(world: SimWorld, cluster_id: int, address: int, nbytes: int) -> bool:
+    """Whether ``[address, address + nbytes)`` lies wholly inside one range ``cluster_id`` owns."""
+    store = world.caches.get(cluster_id)
+    if store is None:
+        return False
+    end = address + max(nbytes, 1)
+    return any(start <= address and end <= stop for start, stop in _spans(store))
+
+
+def check_register(world: SimWorld, cluster_id: int, addrs: Sequence[int], nbytes: int) -> None:
+    """Refuse a registration whose tensors overlap memory of another live cluster."""
+    for address in addrs:
+        others = [owner for owner in owners(world, address, nbytes) if owner != cluster_id]
+        if others:
+            raise SimError(
+                _P,
+                f"address {address:#x} (+{nbytes} B) is memory of cluster {others[0]}, "
+                f"not of cluster {cluster_id}: it cannot be registered here",
+            )
+
+
+def check_destinations(world: SimWorld, remote_id: int, ranges: Sequence[Tuple[int, int, int]]) -> None:
+    """Refuse a push whose destination ranges are not all memory of cluster ``remote_id``."""
+    for dst, _, nbytes in ranges:
+        if holds(world, remote_id, dst, nbytes):
+            continue
+        others = owners(world, dst, nbytes)
+        whose = f"memory of cluster {others[0]}" if others else "memory of no cluster"
+        raise SimError(
+            _P,
+            f"dst address {dst:#x} (+{nbytes} B) is {whose}, not memory of the destination cluster "
+            f"{remote_id}",
+        )
