@@ -330,9 +330,9 @@ class CacheMachine(FabricMachine):
         )
         key = None if model is None else BlocksCacheKey(cid, model)
         bound = [] if model is None else [(("blocks", 0, model), 0)]
-        allowed: Any = S.LLM_PARAM_INVALID if any(ek in node.keys for ek, _ in bound) else None
-        if allowed is None:
-            allowed = self._alloc_allowed(node, blocks, host)
+        allowed: Any = self._alloc_allowed(node, blocks, host)  # v2 allocates, then checks the key
+        if any(ek in node.keys for ek, _ in bound) and allowed == OOM_MAYBE:
+            allowed = frozenset({S.LLM_PARAM_INVALID, S.LLM_OUT_OF_MEMORY})
         code, handle = self._call(
             "allocate_blocks_cache",
             self._door("allocate_blocks_cache", cid, allowed),
