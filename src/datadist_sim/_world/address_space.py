@@ -156,6 +156,10 @@ class AddressSpace:
     buffers alive, so a concurrent free cannot pull memory from under a copy of simulated memory).
     """
 
+    raw_per_process = False
+    """Whether clusters may live in different OS processes, so that one raw pointer can name different
+    memory for different clusters (the fabric's space); in-process, a raw pointer is one memory."""
+
     def __init__(self, *, backed: bool = True, process_memory: Optional[ProcessMemory] = None) -> None:
         self.backed = backed
         self.process_memory = process_memory if process_memory is not None else PROCESS_MEMORY

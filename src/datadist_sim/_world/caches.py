@@ -1,9 +1,6 @@
 """Per-instance cache store: memory pools, caches, cache keys (reference §7) and the pull engine.
 
-Keys arrive packed, as the face's ``pack_*`` helpers build them:
-``(cluster_id, cache_id, batch_index, req_id, prefix_id, model_id, is_blocks)``. The engine indexes a
-key by ``(req_id, model_id)``, by ``(prefix_id, model_id)`` in a separate table when ``prefix_id`` is
-valid, or by ``model_id`` for a blocks key; ``cluster_id`` only routes a pull to its Prompt.
+Keys, and the checks one call's keys go through, are in ``keys``.
 
 Inferences (not in the sources): a cache's batch ``i`` is the ``i``-th equal slice of each tensor (the
 batch dimension is taken to be the outermost); a blocks cache's block ``j`` likewise. A pull by
@@ -28,6 +25,20 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import ClusterNode, Mode, NodeSettings
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.keys import (
+    INVALID_ID as INVALID_ID,
+)
+from datadist_sim._world.keys import (
+    Bound,
+    EngineKey,
+    PackedKey,
+    bind_blocks,
+    bind_v1,
+    bind_v2,
+    blocks_slot,
+    engine_key,
+    key_ident,
+)
 from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
 from datadist_sim._world.registration import RegistrationLedger
 
@@ -35,45 +46,13 @@ if TYPE_CHECKING:
     from datadist_sim._world.address_space import AddressSpace
     from datadist_sim._world.world import SimWorld
 
-INVALID_ID = 2**64 - 1
 V1_DEFAULT_POOL_BYTES = 1 << 30
 V1_DEFAULT_MEM_UTILIZATION = 0.95
 COMPLETED_KEPT = 65536
 """Consumed request keys a store remembers under ``legacy_codes`` (older ones read as never bound)."""
 
-PackedKey = Tuple[int, int, int, int, int, int, bool]
-EngineKey = Tuple[str, int, int]
 _P = LLMStatusCode.LLM_PARAM_INVALID
 _NOT_EXIST = LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
-
-
-def _valid(ident: int) -> bool:
-    return 0 <= ident < INVALID_ID
-
-
-def engine_key(key: PackedKey) -> Optional[EngineKey]:
-    """The table key of a packed ``CacheKey``/``BlocksCacheKey``; ``None`` for a placeholder."""
-    _, _, _, req_id, prefix_id, model_id, is_blocks = key
-    if is_blocks:
-        return ("blocks", 0, model_id)
-    if _valid(prefix_id):
-        return ("prefix", prefix_id, model_id)
-    if _valid(req_id):
-        return ("req", req_id, model_id)
-    return None
-
-
-def key_ident(key: PackedKey) -> Tuple[int, int]:
-    """The engine's ``DataCacheKey`` of a packed key: ``(prefix_id if valid else req_id, model_id)``
-    (hixl ``cache_manager.cc:317-321``); a placeholder or a blocks key has ``UINT64_MAX`` as its id."""
-    _, _, _, req_id, prefix_id, model_id, _ = key
-    return (prefix_id if _valid(prefix_id) else req_id, model_id)
-
-
-def _blocks_slot(model_id: int) -> EngineKey:
-    """The table slot of a blocks key of ``model_id``: ``(UINT64_MAX, model_id)`` in the request table,
-    which is also what a placeholder of that model names (hixl ``cache_manager.cc:264-265``)."""
-    return ("blocks", 0, model_id)
 
 
 @dataclass(eq=False)
@@ -163,64 +142,6 @@ class NodeCaches:
 
     # -- allocation and registration -------------------------------------------------------------
 
-    def _bind_keys(self, keys: Sequence[PackedKey], batch_size: int) -> List[Tuple[EngineKey, int]]:
-        """Check the keys of one call (§7.1) and return ``(engine key, batch index)`` for the indexed ones.
-
-        The cluster id is no part of an engine key, so keys that differ only in it are one key. v2
-        follows ``CacheManager::CheckCacheKeys`` (hixl ``cache_manager.cc:240-257``): one set of
-        ``(prefix_id or req_id, model_id)`` per call, shared by request and prefix keys and placeholders,
-        so any repeat is ``LLM_PARAM_INVALID``; a key already bound is ``LLM_PARAM_INVALID`` too. v1 is
-        the GE flow function (see ``_bind_keys_v1``).
-        """
-        if len(keys) > batch_size:
-            raise SimError(_P, f"{len(keys)} cache keys exceed batch size {batch_size}")
-        if self.mode is not Mode.CACHE_MANAGER:
-            return self._bind_keys_v1(keys)
-        seen: Set[Tuple[int, int]] = set()
-        bound: List[Tuple[EngineKey, int]] = []
-        for index, key in enumerate(keys):
-            ident = key_ident(key)
-            ek = engine_key(key)
-            held = ek if ek is not None else _blocks_slot(ident[1])
-            if held in self.key_table:
-                code = LLMStatusCode.LLM_PREFIX_ALREADY_EXIST if self._legacy_prefix(held) else _P
-                raise SimError(code, f"cache key {ident} is already bound to cache {self.key_table[held][0]}")
-            if ident in seen:
-                raise SimError(
-                    _P,
-                    f"identical cache_keys {ident} (id, model_id) occurred in one call "
-                    "(the cluster id is no part of the key)",
-                )
-            seen.add(ident)
-            if ek is not None:
-                bound.append((ek, index))
-        return bound
-
-    def _bind_keys_v1(self, keys: Sequence[PackedKey]) -> List[Tuple[EngineKey, int]]:
-        """The v1 engine (GE ``llm_flow_service.cc:568-577``, flow function ``cache_manager.cpp:90-113,
-        497-515``): every key takes the *first* key's model id, the *last* key decides whether all go to
-        the prefix or the request table, repeats are not refused (a repeated id is bound once, at the
-        last batch index naming it), and a key already bound is ``LLM_CACHE_KEY_ALREADY_EXIST``, which
-        leaves the engine as ``LLM_FAILED`` (not in the public set, ``llm_common.cc:18-49``)."""
-        if not keys:
-            return []
-        model_id = keys[0][5]
-        table = "prefix" if _valid(keys[-1][4]) else "req"
-        chosen: Dict[EngineKey, int] = {}
-        for index, key in enumerate(keys):
-            ident = key_ident(key)[0]
-            ek: EngineKey = (table, ident, model_id)
-            held = _blocks_slot(model_id) if (table == "req" and not _valid(ident)) else ek
-            if held in self.key_table:
-                legacy = self._legacy_prefix(held)
-                code = LLMStatusCode.LLM_PREFIX_ALREADY_EXIST if legacy else LLMStatusCode.LLM_FAILED
-                owner = self.key_table[held][0]
-                raise SimError(code, f"cache key {(ident, model_id)} is already mapped to cache {owner}")
-            if _valid(ident):
-                chosen.pop(ek, None)
-                chosen[ek] = index
-        return list(chosen.items())
-
     def _legacy_prefix(self, ek: EngineKey) -> bool:
         return self.legacy_codes and ek[0] == "prefix"
 
@@ -271,23 +192,12 @@ class NodeCaches:
             )
             return self._add(entry, bound)
 
-    def _check_keys(
-        self, keys: Sequence[PackedKey], batch_size: int, is_blocks: bool
-    ) -> List[Tuple[EngineKey, int]]:
-        return self._bind_blocks(keys) if is_blocks else self._bind_keys(keys, batch_size)
-
-    def _bind_blocks(self, keys: Sequence[PackedKey]) -> List[Tuple[EngineKey, int]]:
-        """A blocks key: ``(UINT64_MAX, model_id)`` in the request table; bound already is
-        ``LLM_PARAM_INVALID`` in v2 and ``LLM_FAILED`` in v1 (as for ``_bind_keys``)."""
-        code = _P if self.mode is Mode.CACHE_MANAGER else LLMStatusCode.LLM_FAILED
-        bound = []
-        for key in keys:
-            ek = engine_key(key)
-            if ek is not None:
-                if ek in self.key_table:
-                    raise SimError(code, f"blocks cache key {ek} is already bound")
-                bound.append((ek, 0))
-        return bound
+    def _check_keys(self, keys: Sequence[PackedKey], batch_size: int, is_blocks: bool) -> Bound:
+        v2 = self.mode is Mode.CACHE_MANAGER
+        if is_blocks:
+            return bind_blocks(self.key_table, keys, v2=v2)
+        bind = bind_v2 if v2 else bind_v1
+        return bind(self.key_table, keys, batch_size, legacy_codes=self.legacy_codes)
 
     def register(
         self,
@@ -409,7 +319,7 @@ class NodeCaches:
         """
         _, cache_id, batch_index, _, _, model_id, is_blocks = key
         if is_blocks or cache_id <= 0:
-            ek = _blocks_slot(model_id) if is_blocks else ("req", 0, 0)
+            ek = blocks_slot(model_id) if is_blocks else ("req", 0, 0)
             found = self.key_table.get(ek)
             if found is None:
                 shown = key_ident(key) if is_blocks else (0, 0)

@@ -16,7 +16,9 @@ clusters share one address space, so the simulator must check what the hardware 
   ``LLM_PARAM_INVALID`` before any byte moves.
 
 Memory the caller registers that no cluster owns (a raw pointer of its own, a made-up address for
-metadata-only use) stays the caller's to register, as before.
+metadata-only use) stays the caller's to register, as before. In a fabric, where clusters run in
+separate processes, a raw pointer registered by one process may equal another's, so only simulated
+addresses are checked at registration there.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, List, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.address_space import is_simulated
 from datadist_sim._world.errors import SimError
 
 if TYPE_CHECKING:
@@ -64,8 +67,14 @@ def holds(world: SimWorld, cluster_id: int, address: int, nbytes: int) -> bool:
 
 
 def check_register(world: SimWorld, cluster_id: int, addrs: Sequence[int], nbytes: int) -> None:
-    """Refuse a registration whose tensors overlap memory of another live cluster."""
+    """Refuse a registration whose tensors overlap memory of another live cluster.
+
+    When clusters may run in different processes (the fabric), a raw pointer is checked no further: the
+    same number can be a different process's own memory.
+    """
     for address in addrs:
+        if world.memory.raw_per_process and not is_simulated(address):
+            continue
         others = [owner for owner in owners(world, address, nbytes) if owner != cluster_id]
         if others:
             raise SimError(

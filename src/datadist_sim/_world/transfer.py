@@ -13,18 +13,11 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import (
-    INVALID_ID,
-    CacheEntry,
-    EngineKey,
-    NodeCaches,
-    PackedKey,
-    legacy_seq_len_check,
-    store_of,
-)
+from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check, store_of
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.faults import Call, current_op
+from datadist_sim._world.keys import INVALID_ID, EngineKey, PackedKey
 from datadist_sim._world.ownership import check_destinations
 from datadist_sim._world.ranges import (
     PullParams,

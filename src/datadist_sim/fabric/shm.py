@@ -56,6 +56,8 @@ def shm_directory() -> str:
 class SharedAddressSpace(AddressSpace):
     """The fabric's address space: shared-memory backing, and raw pointers served by their owners."""
 
+    raw_per_process = True
+
     def __init__(self, raw: RawMemory, *, backed: bool = True, prefix: Optional[str] = None) -> None:
         super().__init__(backed=backed)
         self._raw = raw
