@@ -103,3 +103,20 @@ def test_transfer_config_dst_addrs_inside_a_destination_cache_land(world: SimWor
     row = desc(batch=1).size
     assert _transfer(p, src, [a + row for a in landing.tensor_addrs]) == [S.LLM_SUCCESS]
     assert contents(src) == [c[row:] for c in contents(landing)]
+
+
+def test_raw_pointer_registered_by_another_cluster_is_allowed_when_clusters_run_in_separate_processes(
+    world: SimWorld,
+) -> None:
+    """In a fabric each cluster is its own process, so one number can be two processes' own memory;
+    simulated addresses stay checked there."""
+    p, d = pair(v2=True, link=False)
+    buffers = [np.zeros(2 * 4 * 8, np.float16) for _ in range(4)]
+    addrs = [int(b.ctypes.data) for b in buffers]
+    p.cache_manager.register_cache(desc(), addrs)
+    assert code_of(lambda: d.cache_manager.register_cache(desc(), addrs)) is S.LLM_PARAM_INVALID
+    world.memory.raw_per_process = True  # what the fabric's address space says
+    d.cache_manager.register_cache(desc(), addrs)
+    theirs = p.cache_manager.allocate_cache(desc())
+    call = lambda: d.cache_manager.register_cache(desc(), list(theirs.tensor_addrs))  # noqa: E731
+    assert code_of(call) is S.LLM_PARAM_INVALID
