@@ -185,3 +185,14 @@ def test_push_to_cache_id_0_without_request_key_0_is_kv_cache_not_exist(world: S
     key = CacheKeyByIdAndIndex(P_ID, 0)
     assert code_of(lambda: d.cache_manager.push_cache(key, src)) is S.LLM_KV_CACHE_NOT_EXIST
     assert (books(world), contents(target)) == (before, data)
+
+
+def test_v1_pull_with_layer_range_does_not_need_tensor_num_per_layer_to_divide(world: SimWorld) -> None:
+    """GE's v1 pull checks only ``tensor_num_per_layer >= 1`` (``cache_engine.cc:83-85``)."""
+    p, d = pair(v2=False)
+    src = p.kv_cache_manager.allocate_cache(desc(num_tensors=3), [CacheKey(P_ID, 1)])
+    fill(src, 11)
+    dst = d.kv_cache_manager.allocate_cache(desc(num_tensors=3))
+    layers = {"src_layer_range": range(0, 1), "dst_layer_range": range(0, 1), "tensor_num_per_layer": 2}
+    d.kv_cache_manager.pull_cache(CacheKey(P_ID, 1), dst, **layers)
+    assert [rows(dst, t, 0) for t in range(2)] == [rows(src, t, 0) for t in range(2)]

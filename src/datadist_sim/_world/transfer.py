@@ -231,7 +231,9 @@ def _plan_pull(
     world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
 ) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
     dst = store_of(world, node).live(dst_cache_id)
-    if params[4] or params[5]:  # a layer range: the local cache must divide into layers
+    if (params[4] or params[5]) and node.mode is Mode.CACHE_MANAGER:
+        # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
+        # ``dflow/llm_datadist/v1/common/cache_engine.cc:70-95``)
         check_layer_split(dst.num_tensors, params[8], "local")
     store = _remote(world, node, key[0], "pulled from")
     with store.lock:
