@@ -127,3 +127,15 @@ def test_run_client_that_cannot_be_imported_is_a_usage_error(
     assert main(["run", "flaky_link", "--client", "h17_user_client:nope"]) == 2
     assert "has no attribute 'nope'" in capsys.readouterr().err
     assert main(["run", "flaky_link", "--client", "no_such_module_h17:f"]) == 2
+
+
+def test_run_takes_the_seed_of_a_scenario_file_unless_given_one(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "seeded.toml").write_text("seed = 77\n" + BUSY_ONCE)
+    assert main(["run", "seeded.toml", "--client", "h17_user_client:careful", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seed"] == 77
+    assert main(["run", "seeded.toml", "--client", "h17_user_client:careful", "--json", "--seed", "5"]) == 0
+    assert json.loads(capsys.readouterr().out)["seed"] == 5
+    assert main(["run", "uce", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seed"] == 0

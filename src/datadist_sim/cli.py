@@ -86,6 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"datadist-sim run: {exc}", file=sys.stderr)
         return 2
+    if args.seed is None:  # a file explore wrote carries the failing run's seed
+        args.seed = scenario.seed if scenario.seed is not None else 0
     if args.client:
         return _run_client(args, scenario)
     report = run(scenario, seed=args.seed, rate=args.rate, trace_path=args.trace)
@@ -261,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a fault scenario against the reference Prompt/Decode workload")
     run.add_argument("scenario", nargs="?", help="a bundled scenario name (see --list) or a TOML file")
     run.add_argument("--list", action="store_true", help="list the bundled scenarios")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, help="the world's seed (default: the scenario file's seed, else 0)")
     run.add_argument("--rate", type=float, default=1.0, help="scale every rule probability below 1")
     run.add_argument("--trace", metavar="PATH", help="write the trace as JSON lines")
     run.add_argument(
