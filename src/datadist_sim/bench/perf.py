@@ -3,7 +3,9 @@
 - control plane: a small ``pull_cache`` on the virtual clock vs a bare call doing the same argument
   validation (target: >= 50,000 simulated pulls per second on one core);
 - data plane: a 64 MiB pull vs ``numpy.copyto`` of the same bytes (target: >= 0.70 of numpy);
-- scale: cost per pull as links, live keys and requests grow, and memory per live key (tracemalloc).
+- scale: cost per pull as links, live keys and requests grow, and memory per live key (tracemalloc);
+- cross-process: a small pull's round trip through a fabric vs a Unix-socket ping-pong, and a large
+  pull between raw pointers of two processes vs a shared-memory memcpy (``perf_fabric``).
 
 Wall time is the best of several repeats (the machines are noisy); nothing here asserts a speed.
 """
@@ -19,6 +21,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from datadist_sim._views import tensor_views
+from datadist_sim.bench.perf_fabric import cross_process
 from datadist_sim.bench.perf_scale import scaling
 from datadist_sim.bench.perf_setup import Figure, Pair, best_of, validate_like_pull_cache
 from datadist_sim.llm_datadist import CacheDesc, CacheKeyByIdAndIndex, DataType
@@ -93,6 +96,7 @@ def main(quick: bool = False, out: Path = Path("bench-results")) -> int:
     figures = control_plane(repeat=3 if quick else 7, inner=500 if quick else 3000)
     figures += data_plane(mib=16 if quick else 64, repeat=3 if quick else 10)
     figures += scaling(quick)
+    figures += cross_process(quick)
     print(table(figures))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "perf.json"
