@@ -192,16 +192,32 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if not program:
         print("datadist-sim exec: name a program to run: datadist-sim exec -- PROGRAM ARGS", file=sys.stderr)
         return 2
+    try:
+        extra_env = _exec_fabric_env(args)
+    except (RuntimeError, ValueError, OSError) as exc:
+        print(f"datadist-sim exec: --fabric: {exc}", file=sys.stderr)
+        return 2
+    owned = None
+    if args.fabric is not None:
+        from datadist_sim.fabric.service import owns_world
+
+        owned = extra_env["DATADIST_SIM_FABRIC"] if owns_world(args.fabric) else None
     coverage = _exec_coverage(args)
-    code = run_program(
-        program,
-        seed=args.seed,
-        force=args.force,
-        log_level=logging.DEBUG if args.verbose else None,
-        trace=None if args.fabric is not None else args.trace,  # a fabric writes the one merged trace
-        extra_env=_exec_fabric_env(args),
-        coverage=coverage,
-    )
+    try:
+        code = run_program(
+            program,
+            seed=args.seed,
+            force=args.force,
+            log_level=logging.DEBUG if args.verbose else None,
+            trace=None if args.fabric is not None else args.trace,  # a fabric writes the one merged trace
+            extra_env=extra_env,
+            coverage=coverage,
+        )
+    finally:
+        if owned is not None:  # this job's own world ends with it: fabric, files, memory
+            from datadist_sim.fabric.service import end_world
+
+            end_world(owned)
     if coverage is None:
         return code
     print(
@@ -278,8 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     exe = sub.add_parser(
         "exec",
         help="run an unmodified program with the fake installed as llm_datadist",
-        usage="datadist-sim exec [--seed N] [--trace PATH] [--force] [--fabric [ADDRESS]] [--coverage] "
-        "[--coverage-fail-under N] "
+        usage="datadist-sim exec [--seed N] [--trace PATH] [--force] [--fabric[=shared|ADDRESS]] "
+        "[--coverage] [--coverage-fail-under N] "
         "-- PROGRAM [ARGS ...]",
     )
     exe.add_argument("--seed", type=int, help="seed of each Python process's default world")
@@ -305,8 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="auto",
         metavar="ADDRESS",
-        help="cross-process mode: every process joins one world (DATADIST_SIM_FABRIC; default: the one "
-        "set, else this user's standing fabric, started on demand)",
+        help="cross-process mode: every process the program starts joins one world (DATADIST_SIM_FABRIC). "
+        "Plain --fabric: the one already set, else a world of this job's own, ended with it; "
+        "--fabric=shared: this user's standing world; or an address",
     )
     exe.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
     exe.set_defaults(func=cmd_exec)

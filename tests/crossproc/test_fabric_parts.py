@@ -260,9 +260,15 @@ def test_exec_fabric_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         exec_address("tcp://127.0.0.1:1")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     monkeypatch.delenv(address.ENV_VAR, raising=False)
-    standing = address.parse(exec_address("auto", seed=5))
-    assert standing.path == address.default_address().path  # two separate `exec --fabric` runs meet here
-    assert standing.options == {"seed": "5"}
+    own, other = address.parse(exec_address("auto", seed=5)), address.parse(exec_address("auto"))
+    assert own.path != other.path  # two `exec --fabric` jobs: two worlds
+    assert own.token != other.token
+    assert own.options == {"seed": "5"}
+    for each in (own, other):
+        assert stat.S_IMODE(os.stat(os.path.dirname(each.path)).st_mode) == 0o700
+    shared = address.parse(exec_address("shared", seed=5))
+    assert shared.path == address.default_address().path  # `--fabric=shared` jobs meet here
+    assert shared.options == {"seed": "5"}
     monkeypatch.setenv(address.ENV_VAR, explicit)
     assert exec_address("auto") == explicit  # one already set wins
     assert address.parse(exec_address("auto", seed=5)).options == {"seed": "5"}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from datadist_sim.fabric import address
-from datadist_sim.fabric.channel import ChannelClosed, offer_token
+from datadist_sim.fabric.wire import FabricRefused, client_handshake
 
 from .conftest import Fabric
 
@@ -52,8 +52,8 @@ def test_a_process_without_the_token_is_turned_away(fabric: Fabric) -> None:
     for offered in ("0" * 32, fabric.address.token[:-1] + "x"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(fabric.address.path)
-        with sock, pytest.raises(ChannelClosed):
-            offer_token(sock, offered)
+        with sock, pytest.raises(FabricRefused):
+            client_handshake(sock, offered)
 
 
 def test_the_socket_is_private_to_its_user(fabric: Fabric) -> None:

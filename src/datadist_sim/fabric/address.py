@@ -1,19 +1,26 @@
 """Where a fabric listens and the token that admits a process: one environment variable.
 
 ``DATADIST_SIM_FABRIC=unix:/run/user/1000/datadist-sim/fabric.sock?token=3f9a...``. Only Unix sockets
-are accepted, so nothing off this machine can reach a fabric, and the token (compared in constant time
-before anything else is read) keeps other local processes out. The default address lives in a per-user
-directory of mode 0700, with its token in a 0600 file beside the socket.
+are accepted, so nothing off this machine can reach a fabric; the socket's directory must be the user's
+own and private, the peer's uid ours, and both ends prove they know the token without sending it
+(``wire``), so other local users are kept out and nobody can pass for the fabric. ``new_address`` makes
+a fresh world (what each ``datadist-sim exec --fabric`` gets); ``default_address`` is this user's
+standing one (``--fabric=shared``), in a per-user directory of mode 0700 with its token in a 0600 file
+beside the socket.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 from urllib.parse import parse_qs, quote
+
+from datadist_sim.fabric.wire import FabricRefused, private_directory
 
 ENV_VAR = "DATADIST_SIM_FABRIC"
 MAX_SOCKET_PATH = 107
@@ -25,8 +32,8 @@ class FabricAddress:
     """A fabric's socket path, its token, and options every process of the world agrees on."""
 
     path: str
-    token: str
-    options: Dict[str, str]
+    token: str = field(repr=False)
+    options: Dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
         extra = "".join(f"&{key}={quote(value)}" for key, value in sorted(self.options.items()))
@@ -61,29 +68,41 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[FabricAddr
 
 
 def new_address(directory: Optional[str] = None, name: str = "fabric.sock") -> FabricAddress:
-    """A fresh address with a fresh token in a private directory (a new temporary one by default)."""
-    folder = directory if directory is not None else tempfile.mkdtemp(prefix="datadist-sim-")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    """A fresh address with a fresh token in a private directory (a new temporary one by default; one
+    that is given is created 0700, or refused if it is not this user's and private)."""
+    folder = directory if directory is not None else tempfile.mkdtemp(prefix="datadist-sim-", dir=_base())
+    private_directory(folder)
     where = FabricAddress(os.path.join(folder, name), secrets.token_hex(16), {})
     return parse(str(where))  # refuses a path too long for a socket
 
 
 def default_address() -> FabricAddress:
-    """This user's standing fabric address: the same for every process, so separately started
-    programs (``datadist-sim exec`` in two shells) share one world. The token is made once."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    folder = os.path.join(base, f"datadist-sim-{os.getuid()}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    if os.stat(folder).st_uid != os.getuid() or os.stat(folder).st_mode & 0o077:
-        raise RuntimeError(f"{folder} is not a private directory of this user")
+    """This user's standing fabric address: the same for every process that asks, so separately started
+    programs that choose it (``datadist-sim exec --fabric=shared``) share one world. The token is made
+    once: written to a temporary file and linked into place, so a reader never sees it half-written and
+    of two processes making it at once, one wins and both read the winner's."""
+    folder = private_directory(os.path.join(_base(), f"datadist-sim-{os.getuid()}"))
     token_path = os.path.join(folder, "token")
-    try:
-        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
-    else:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_hex(16))
+    if not os.path.exists(token_path):
+        draft = os.path.join(folder, f".token-{secrets.token_hex(8)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(16))
+                handle.flush()
+                os.fsync(handle.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(draft, token_path)  # never replaces a token another process put there
+        finally:
+            os.unlink(draft)
+    info = os.lstat(token_path)
+    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not stat.S_ISREG(info.st_mode):
+        raise FabricRefused(f"{token_path} is not a private file of this user: refusing to use it")
     with open(token_path, encoding="ascii") as handle:
         token = handle.read().strip()
     return FabricAddress(os.path.join(folder, "fabric.sock"), token, {})
+
+
+def _base() -> str:
+    """Where fabric directories go: ``$XDG_RUNTIME_DIR`` (per-user, private), else the temp directory."""
+    return os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()

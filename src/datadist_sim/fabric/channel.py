@@ -1,118 +1,37 @@
 """One framed, two-way message channel over a Unix socket: requests either way, replies by id.
 
 Both ends can ask: a client asks the fabric to run a call; the fabric asks a client to read or write
-memory that only the client can reach. One reader thread per end receives everything; replies wake the
-waiting caller, requests go to the end's handler. Every wait has a timeout, and a closed connection
-wakes every waiter at once with ``ChannelClosed``, so a dead peer never hangs anyone.
+memory that only the client can reach. ``Endpoint`` holds what both ends share (reply slots, answering a
+request, closing once); ``Channel`` is a client's end, with one reader thread; the fabric's end is
+``loop.Connection``, fed by the fabric's one selector thread. Every wait has a timeout, and a closed
+connection wakes every waiter at once with ``ChannelClosed``, so a dead peer never hangs anyone.
 
-Frames are an 8-byte length and a pickle. Pickle is safe here only because the peer proved it holds
-the world's token before its first frame was read (``accept_token``).
+Frames are an 8-byte length and a pickle that only ``wire.WireUnpickler`` decodes, after both ends
+passed the handshake (``wire``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
-import importlib
 import itertools
 import socket
-import struct
 import threading
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
 
-_HEADER = struct.Struct("!Q")
-_MAX_FRAME = 1 << 40
-HANDSHAKE_TIMEOUT_S = 10.0
+from datadist_sim.fabric.wire import (
+    ChannelClosed,
+    ChannelTimeout,
+    RemoteError,
+    pack_exception,
+    recv_frame,
+    send_frame,
+    unpack_exception,
+)
+
+__all__ = ["Channel", "ChannelClosed", "ChannelTimeout", "Endpoint", "RemoteError"]
 
 Message = Tuple[Any, ...]
 Handler = Callable[[str, Tuple[Any, ...]], Any]
-
-
-class ChannelClosed(ConnectionError):
-    """The other end is gone (its process died or closed the connection)."""
-
-
-class ChannelTimeout(TimeoutError):
-    """No reply came within the wait's timeout."""
-
-
-class RemoteError(RuntimeError):
-    """An exception from the other end that cannot be rebuilt here as its own type."""
-
-
-def _recv_exact(sock: socket.socket, nbytes: int) -> bytes:
-    chunks: List[bytes] = []
-    remaining = nbytes
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 22))
-        if not chunk:
-            raise ChannelClosed("connection closed")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def send_frame(sock: socket.socket, payload: bytes) -> None:
-    if len(payload) < 65536:
-        sock.sendall(_HEADER.pack(len(payload)) + payload)
-    else:  # no concatenated copy of a large payload
-        sock.sendall(_HEADER.pack(len(payload)))
-        sock.sendall(payload)
-
-
-def recv_frame(sock: socket.socket) -> bytes:
-    (length,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
-    if length > _MAX_FRAME:
-        raise ChannelClosed(f"frame of {length} B is larger than any message")
-    return _recv_exact(sock, length)
-
-
-def offer_token(sock: socket.socket, token: str) -> None:
-    """Client side of the handshake: send the token, wait (bounded) for the fabric's yes."""
-    sock.settimeout(HANDSHAKE_TIMEOUT_S)
-    send_frame(sock, token.encode())
-    if recv_frame(sock) != b"ok":
-        raise ChannelClosed("the fabric refused this process's token")
-    sock.settimeout(None)
-
-
-def accept_token(sock: socket.socket, token: str) -> bool:
-    """Fabric side: read one bounded frame and compare it with the token in constant time."""
-    sock.settimeout(HANDSHAKE_TIMEOUT_S)
-    try:
-        (length,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
-        if length > 4096:
-            return False
-        offered = _recv_exact(sock, length)
-    except (OSError, ChannelClosed):
-        return False
-    if not hmac.compare_digest(offered, token.encode()):
-        return False
-    send_frame(sock, b"ok")
-    sock.settimeout(None)
-    return True
-
-
-def pack_exception(exc: BaseException) -> Tuple[str, str, Tuple[Any, ...], Dict[str, Any]]:
-    """An exception as data: its class (by import path), args and attributes."""
-    cls = type(exc)
-    state = {k: v for k, v in vars(exc).items() if not k.startswith("__")}
-    return cls.__module__, cls.__qualname__, tuple(exc.args), state
-
-
-def unpack_exception(packed: Tuple[str, str, Tuple[Any, ...], Dict[str, Any]]) -> BaseException:
-    """Rebuild the very exception type (``LLMException`` with its status code, ``TypeError``...)."""
-    module, qualname, args, state = packed
-    try:
-        cls: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        exc: BaseException = cls.__new__(cls)
-        exc.args = args
-        vars(exc).update(state)
-        return exc
-    except Exception:  # a type this side cannot import: keep the text
-        return RemoteError(f"{module}.{qualname}: {', '.join(map(str, args))}")
 
 
 class _Slot:
@@ -124,13 +43,12 @@ class _Slot:
         self.value: Any = None
 
 
-class Channel:
-    """Requests and replies over one connected socket.
+class Endpoint:
+    """What both ends of a channel share: asking and waiting (bounded), answering, closing once.
 
-    ``handler(kind, payload)`` answers the other end's requests; with ``spawn`` (or for a kind in
-    ``spawn_kinds``) each runs on its own thread (calls that may block), otherwise on the reader thread
-    (quick memory operations).
-    ``dumps``/``loads`` are the picklers of this end (they translate object handles).
+    ``handler(kind, payload)`` answers the other end's requests; ``dumps``/``loads`` are this end's
+    picklers (they translate object handles). A subclass sends (``_send_bytes``) and decides where a
+    request runs (``_run``).
     """
 
     def __init__(
@@ -140,27 +58,18 @@ class Channel:
         *,
         dumps: Callable[[Any], bytes],
         loads: Callable[[bytes], Any],
-        spawn: bool,
-        name: str,
-        spawn_kinds: FrozenSet[str] = frozenset(),
         on_close: Optional[Callable[[], None]] = None,
     ) -> None:
         self._sock = sock
         self._handler = handler
         self._dumps = dumps
         self._loads = loads
-        self._spawn = spawn
-        self._spawn_kinds = spawn_kinds
         self._on_close = on_close
         self._send_lock = threading.Lock()
         self._slots: Dict[int, _Slot] = {}
         self._slots_lock = threading.Lock()
         self._ids = itertools.count(1)
         self.closed = threading.Event()
-        self._reader = threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True)
-
-    def start(self) -> None:
-        self._reader.start()
 
     # -- asking ------------------------------------------------------------------------------------
 
@@ -189,14 +98,34 @@ class Channel:
         data = self._dumps(message)
         try:
             with self._send_lock:
-                send_frame(self._sock, data)
-        except OSError as exc:
+                self._send_bytes(data)
+        except (OSError, ChannelTimeout) as exc:
             self.close()
             raise ChannelClosed(f"connection lost: {exc}") from exc
 
-    # -- answering ---------------------------------------------------------------------------------
+    def _send_bytes(self, data: bytes) -> None:
+        raise NotImplementedError
 
-    def _answer(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
+    # -- receiving and answering -------------------------------------------------------------------
+
+    def receive(self, frame: bytes) -> None:
+        """One frame from the other end: a reply wakes its waiter, a request is run (``_run``)."""
+        message = self._loads(frame)
+        if message[0] == "rep":
+            _, rid, ok, value = message
+            with self._slots_lock:
+                slot = self._slots.get(rid)
+            if slot is not None:
+                slot.ok, slot.value = ok, value
+                slot.event.set()
+        else:
+            _, rid, kind, payload = message
+            self._run(rid, kind, payload)
+
+    def _run(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
+        self.answer(rid, kind, payload)
+
+    def answer(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
         try:
             value = self._handler(kind, payload)
             reply: Message = ("rep", rid, True, value)
@@ -207,33 +136,8 @@ class Channel:
         except ChannelClosed:
             pass
         except Exception as exc:  # a value that cannot be pickled: report that instead
-            self._send(("rep", rid, False, pack_exception(RemoteError(f"unsendable reply: {exc!r}"))))
-
-    def _read_loop(self) -> None:
-        try:
-            while True:
-                message = self._loads(recv_frame(self._sock))
-                if message[0] == "rep":
-                    _, rid, ok, value = message
-                    with self._slots_lock:
-                        slot = self._slots.get(rid)
-                    if slot is not None:
-                        slot.ok, slot.value = ok, value
-                        slot.event.set()
-                else:
-                    _, rid, kind, payload = message
-                    if self._spawn or kind in self._spawn_kinds:
-                        threading.Thread(
-                            target=self._answer, args=(rid, kind, payload), name=f"call-{kind}", daemon=True
-                        ).start()
-                    else:
-                        self._answer(rid, kind, payload)
-        except (OSError, ChannelClosed, EOFError):
-            pass
-        except Exception as exc:  # an undecodable frame: the connection is no longer trustworthy
-            self._fail_all(ChannelClosed(f"bad frame: {exc!r}"))
-        finally:
-            self.close()
+            with contextlib.suppress(ChannelClosed):
+                self._send(("rep", rid, False, pack_exception(RemoteError(f"unsendable reply: {exc!r}"))))
 
     def _fail_all(self, exc: BaseException) -> None:
         with self._slots_lock:
@@ -255,3 +159,54 @@ class Channel:
         self._fail_all(ChannelClosed("connection closed"))
         if self._on_close is not None:
             self._on_close()
+
+
+class Channel(Endpoint):
+    """A client's end: one reader thread receives everything over a blocking socket.
+
+    With ``spawn`` (or for a kind in ``spawn_kinds``) a request from the other end runs on its own
+    thread (calls that may block, such as a user's callback), otherwise on the reader thread (quick
+    memory operations).
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        handler: Handler,
+        *,
+        dumps: Callable[[Any], bytes],
+        loads: Callable[[bytes], Any],
+        spawn: bool,
+        name: str,
+        spawn_kinds: FrozenSet[str] = frozenset(),
+        on_close: Optional[Callable[[], None]] = None,
+    ) -> None:
+        super().__init__(sock, handler, dumps=dumps, loads=loads, on_close=on_close)
+        self._spawn = spawn
+        self._spawn_kinds = spawn_kinds
+        self._reader = threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True)
+
+    def start(self) -> None:
+        self._reader.start()
+
+    def _send_bytes(self, data: bytes) -> None:
+        send_frame(self._sock, data)
+
+    def _run(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
+        if self._spawn or kind in self._spawn_kinds:
+            threading.Thread(
+                target=self.answer, args=(rid, kind, payload), name=f"call-{kind}", daemon=True
+            ).start()
+        else:
+            self.answer(rid, kind, payload)
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                self.receive(recv_frame(self._sock))
+        except (OSError, ChannelClosed, EOFError):
+            pass
+        except Exception as exc:  # an undecodable frame: the connection is no longer trustworthy
+            self._fail_all(ChannelClosed(f"bad frame: {exc!r}"))
+        finally:
+            self.close()

@@ -25,15 +25,27 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import PROCESS_MEMORY, raw_view
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric import address as fabric_address
-from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout, offer_token
+from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.shm import open_scratch, open_view
+from datadist_sim.fabric.wire import FabricRefused, check_peer, client_handshake, make_loads
 
 CONNECT_TIMEOUT_S = 20.0
 SCRATCH_MAPS_KEPT = 8
 CALLBACKS_KEPT = 1024
 """Synchronizers passed to the fabric stay callable for this many later ones (a task outlives few)."""
-CALL_TIMEOUT_S = 600.0
-"""Longest wait for any one call (``call_timeout`` in the address overrides it)."""
+CALL_TIMEOUT_S = 15.0
+"""Longest wait for a call that has no timeout of its own (``call_timeout`` in the address overrides
+it): a fabric that stops answering (stopped, deadlocked) fails it with ``LLM_TIMEOUT`` after this."""
+CALL_MARGIN_S = 5.0
+"""A call with a timeout of its own (a pull's ``sync_kv_timeout``, ``link_clusters``' ``timeout``) waits
+that long (on the world's clock speed) plus this margin (``call_margin`` in the address overrides it)."""
+DEFAULT_SYNC_KV_TIMEOUT_MS = 1000
+TRANSFER_CALLS = frozenset(
+    {"pull_cache", "pull_blocks", "push_cache", "push_blocks", "transfer_cache", "transfer_cache_async"}
+)
+"""Calls bounded by the instance's ``sync_kv_timeout``."""
+LINK_CALLS = frozenset({"link_clusters", "unlink_clusters"})
+LINK_DEFAULT_TIMEOUT_MS = 3000
 
 _client_lock = threading.Lock()
 _client: Optional[FabricClient] = None
@@ -93,6 +105,10 @@ class FabricClient:
     def __init__(self, where: fabric_address.FabricAddress, sock: socket.socket) -> None:
         self.address = where
         self.call_timeout = where.option_float("call_timeout", CALL_TIMEOUT_S)
+        self.call_margin = where.option_float("call_margin", CALL_MARGIN_S)
+        self.clock_speed = min(1.0, where.option_float("real-clock", 1.0)) or 1.0
+        self.sync_timeout_s = DEFAULT_SYNC_KV_TIMEOUT_MS / 1000
+        """This process's ``sync_kv_timeout`` (one initialised ``LLMDataDist`` per process: its own)."""
         self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._proxy_lock = threading.Lock()
         self._callbacks: Dict[int, Any] = {}
@@ -105,7 +121,7 @@ class FabricClient:
             sock,
             self._serve,
             dumps=self._dumps,
-            loads=self._loads,
+            loads=make_loads(self._persistent_load),
             spawn=False,
             name="fabric-client",
             spawn_kinds=frozenset({"callback"}),  # user code may block; memory requests never do
@@ -118,12 +134,13 @@ class FabricClient:
     def request(self, kind: str, *payload: Any) -> Any:
         from datadist_sim.llm_datadist.status import LLMException
 
+        timeout, code = self.bound(kind, payload)
         if self._releases:  # carried by this very request, so the fabric forgets them before it runs
             released = self._take_releases()
             if released:
                 kind, payload = "released", (released, kind, payload)
         try:
-            return self.channel.request(kind, *payload, timeout=self.call_timeout)
+            return self.channel.request(kind, *payload, timeout=timeout)
         except ChannelClosed as exc:
             raise LLMException(
                 f"the datadist-sim fabric is gone ({exc}), error code is LLM_FAILED",
@@ -131,9 +148,42 @@ class FabricClient:
             ) from None
         except ChannelTimeout as exc:
             raise LLMException(
-                f"the datadist-sim fabric did not answer ({exc}), error code is LLM_TIMEOUT",
-                status_code=LLMStatusCode.LLM_TIMEOUT,
+                f"the datadist-sim fabric did not answer ({exc}), error code is {code.name}",
+                status_code=code,
             ) from None
+
+    def bound(self, kind: str, payload: Tuple[Any, ...]) -> Tuple[float, LLMStatusCode]:
+        """How long to wait for a request, and the code if it does not come back: a call's own timeout
+        plus ``call_margin`` (a transfer's code is the one a silent peer gives in its mode), else
+        ``call_timeout``."""
+        if kind != "call":
+            return self.call_timeout, LLMStatusCode.LLM_TIMEOUT
+        target, name, args, kwargs = payload
+        own_ms: Optional[float] = None
+        for key in ("timeout", "timeout_in_millis"):
+            if isinstance(kwargs.get(key), (int, float)):
+                own_ms = float(kwargs[key])
+        if own_ms is None and name in LINK_CALLS:
+            given = args[1] if len(args) > 1 else LINK_DEFAULT_TIMEOUT_MS
+            own_ms = float(given) if isinstance(given, (int, float)) else LINK_DEFAULT_TIMEOUT_MS
+        code = LLMStatusCode.LLM_TIMEOUT
+        if name in TRANSFER_CALLS:
+            own_ms = self.sync_timeout_s * 1000 if own_ms is None else own_ms
+            if object.__getattribute__(target, "_type_name") == "KvCacheManager":
+                code = LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
+        if own_ms is None:
+            return self.call_timeout, code
+        return max(0.0, own_ms) / 1000 / self.clock_speed + self.call_margin, code
+
+    def note_options(self, options: Any) -> None:
+        """Remember ``llm.SyncKvCacheWaitTime`` of the options this process's instance was initialised
+        with: it bounds this process's transfers."""
+        try:
+            value = int(dict(options).get("llm.SyncKvCacheWaitTime", DEFAULT_SYNC_KV_TIMEOUT_MS))
+        except (TypeError, ValueError):
+            return
+        if value > 0:
+            self.sync_timeout_s = value / 1000
 
     def function(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self.request("fn", name, args, kwargs)
@@ -165,18 +215,12 @@ class FabricClient:
         pickler.dump(message)
         return buffer.getvalue()
 
-    def _loads(self, data: bytes) -> Any:
-        unpickler = pickle.Unpickler(io.BytesIO(data))
-
-        def persistent_load(pid: Any) -> Any:
-            if pid[0] == "ref":
-                return self._proxy(pid[1], pid[2])
-            if pid[0] == "shm":
-                return open_view(pid[1])
-            raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
-
-        unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
-        return unpickler.load()
+    def _persistent_load(self, pid: Any) -> Any:
+        if pid[0] == "ref":
+            return self._proxy(int(pid[1]), str(pid[2]))
+        if pid[0] == "shm":
+            return open_view(pid[1])
+        raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
 
     def adopt(self, handle: int, proxy: RemoteObject) -> None:
         """Make ``proxy`` the one object that stands for ``handle`` in this process."""
@@ -279,18 +323,26 @@ def _own(address: int, nbytes: int, *, writable: bool) -> Any:
 
 
 def connect(where: fabric_address.FabricAddress, *, timeout: float = CONNECT_TIMEOUT_S) -> FabricClient:
-    """Connect to the fabric at ``where``, starting one on demand if nobody listens there yet."""
+    """Connect to the fabric at ``where``, starting one on demand if nobody listens there yet.
+
+    Before anything is decoded, the directory must be ours and private, the listener's uid ours, and it
+    must pass the handshake (``wire``): otherwise ``FabricRefused``, at once. A fabric that is going
+    away as we arrive (closed, refused) is waited for, or started again, until ``timeout``."""
     from datadist_sim.fabric.launch import ensure_running
 
-    ensure_running(where, timeout=timeout)
     deadline = time.monotonic() + timeout
     while True:
+        ensure_running(where, timeout=timeout)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(min(5.0, timeout))
         try:
             sock.connect(where.path)
-            offer_token(sock, where.token)
+            check_peer(sock, f"the socket {where.path}")
+            client_handshake(sock, where.token)
             return FabricClient(where, sock)
+        except FabricRefused as exc:
+            sock.close()
+            raise FabricRefused(f"refusing the datadist-sim fabric at {where.path}: {exc}") from None
         except (OSError, ChannelClosed) as exc:
             sock.close()
             if time.monotonic() > deadline:

@@ -40,6 +40,7 @@ class LLMDataDist(RemoteObject):
 
     def init(self, options: Any) -> None:
         self._client.request("call", self, "init", (options,), {})
+        self._client.note_options(options)
         _initialised.add(self)
         if LLMDataDist.llm_engine_instance is None:
             LLMDataDist.llm_engine_instance = self

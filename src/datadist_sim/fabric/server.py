@@ -28,10 +28,13 @@ from datadist_sim._world.address_space import is_simulated
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim._world.world import SimWorld
 from datadist_sim.fabric.address import FabricAddress
-from datadist_sim.fabric.channel import accept_token
+from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
+from datadist_sim.fabric.loop import Connection, SelectorLoop, WorkerPool
 from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
-from datadist_sim.fabric.session import STALE, Session, by_handle_types, calling_session
+from datadist_sim.fabric.session import STALE as STALE_HANDLE
+from datadist_sim.fabric.session import Session, by_handle_types, calling_session
 from datadist_sim.fabric.shm import SharedAddressSpace, reclaim_stale
+from datadist_sim.fabric.wire import private_directory
 
 _log = logging.getLogger("datadist_sim.fabric")
 
@@ -50,39 +53,47 @@ class FabricServer:
         world.memory = self.space
         self.by_handle = by_handle_types()
         self.sessions: Set[Session] = set()
+        self.pool = WorkerPool("fabric-call")
         self._lock = threading.Lock()
         self._count = 0
         self._stop = threading.Event()
         self._sock: Optional[socket.socket] = None
         self._stop_counting = trace.observe(self._count_call)
+        self._inode = 0
+        self._loop: Optional[SelectorLoop] = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
-    def bind(self) -> None:
-        """Listen at the address; a stale socket file (nobody accepting) is replaced."""
+    def bind(self, *, lock_fd: Optional[int] = None) -> None:
+        """Listen at the address, in a private directory of ours. A socket file nobody listens on is
+        replaced; one that accepts (or whose backlog is full) is a live fabric: refused. Done under the
+        start lock (``lock_fd``: the one our starter holds for us)."""
+        private_directory(os.path.dirname(self.address.path))
+        if lock_fd is not None:
+            self._bind()
+            os.close(lock_fd)
+            return
+        with start_lock(self.address):
+            self._bind()
+
+    def _bind(self) -> None:
         path = self.address.path
-        if os.path.exists(path):
-            if not stat.S_ISSOCK(os.stat(path).st_mode):
+        if os.path.lexists(path):
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
                 raise RuntimeError(f"{path} exists and is not a socket")
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            probe.settimeout(1.0)
-            try:
-                probe.connect(path)
-            except OSError:
-                os.unlink(path)
-            else:
+            if probe(path) != STALE:
                 raise RuntimeError(f"a fabric is already listening at {path}")
-            finally:
-                probe.close()
+            os.unlink(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
             sock.bind(path)
         finally:
             os.umask(old)
-        sock.listen(64)
-        sock.settimeout(0.2)
+        sock.listen(socket.SOMAXCONN)
+        self._inode = os.stat(path).st_ino
         self._sock = sock
+        _raise_file_limit()
 
     def serve(self, *, idle_exit_s: Optional[float] = None) -> None:
         """Accept until ``stop()``, or until no process has been connected for ``idle_exit_s``."""
@@ -92,32 +103,27 @@ class FabricServer:
         if self._sock is None:
             self.bind()
         assert self._sock is not None
-        idle_since = self.world_wall()
+        self._loop = SelectorLoop(self._sock, self.address.token, self._admit, self.pool)
+        idle_since = [_now()]
+
+        def tick() -> bool:
+            if self._stop.is_set():
+                return False
+            with self._lock:
+                busy = bool(self.sessions)
+            if busy or self._loop is None or self._loop.pending_count:
+                idle_since[0] = _now()
+            return idle_exit_s is None or _now() - idle_since[0] <= idle_exit_s
+
         try:
-            while not self._stop.is_set():
-                try:
-                    conn, _ = self._sock.accept()
-                except socket.timeout:
-                    with self._lock:
-                        busy = bool(self.sessions)
-                    if busy:
-                        idle_since = self.world_wall()
-                    elif idle_exit_s is not None and self.world_wall() - idle_since > idle_exit_s:
-                        break
-                    continue
-                idle_since = self.world_wall()
-                threading.Thread(target=self._admit, args=(conn,), daemon=True).start()
+            self._loop.run(tick)
         finally:
             self.close()
 
-    @staticmethod
-    def world_wall() -> float:
-        import time
-
-        return time.monotonic()
-
     def stop(self) -> None:
         self._stop.set()
+        if self._loop is not None:
+            self._loop.wake()
 
     def _count_call(self, event: TraceEvent) -> None:
         """Each traced call counts for the process whose request it serves (error-path coverage)."""
@@ -126,27 +132,41 @@ class FabricServer:
             session.coverage.observe(event)
 
     def close(self) -> None:
+        """Stop listening and take the socket, lock and log files away (under the start lock, so no
+        process is starting a fabric here meanwhile); end every session; unlink shared memory."""
         self._stop_counting()
         if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.address.path)
+            try:
+                with start_lock(self.address, timeout=5.0):
+                    self._remove_files()
+            except (TimeoutError, OSError):
+                self._remove_files()
         with self._lock:
             sessions = list(self.sessions)
         for session in sessions:
             session.channel.close()
         self.space.release_all()
 
-    def _admit(self, conn: socket.socket) -> None:
-        if not accept_token(conn, self.address.token):
-            conn.close()
+    def _remove_files(self) -> None:
+        if self._sock is None:
             return
+        self._sock.close()
+        self._sock = None
+        path = self.address.path
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == self._inode:  # ours, not a successor's
+                os.unlink(path)
+        for extra in (log_path(self.address), lock_path(self.address)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(extra)
+
+    def _admit(self, sock: socket.socket, pid: int) -> Connection:
         with self._lock:
             self._count += 1
-            session = Session(self, conn, self._count)
+            session = Session(self, sock, self._count)
+            session.pid = pid
             self.sessions.add(session)
-        session.channel.start()
+        return session.channel
 
     def session_lost(self, session: Session) -> None:
         """A client process is gone: kill every cluster it still ran, forget its memory."""
@@ -192,7 +212,7 @@ class FabricServer:
     # -- dispatch ------------------------------------------------------------------------------------
 
     def dispatch(self, session: Session, kind: str, payload: Tuple[Any, ...]) -> Any:
-        if kind in ("call", "get", "set", "str") and payload[0] is STALE:
+        if kind in ("call", "get", "set", "str") and payload[0] is STALE_HANDLE:
             raise RuntimeError("this object no longer exists in the datadist-sim fabric")
         if kind == "call":
             return self._call(session, *payload)
@@ -295,3 +315,19 @@ def _sized(cache: Any) -> int:
         return int(cache.cache_desc.size)
     except Exception:
         return 1
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def _raise_file_limit() -> None:
+    """Let the fabric hold as many connections as this user may open (each is one descriptor)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    del soft

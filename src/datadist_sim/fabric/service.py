@@ -30,8 +30,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a SimConfig field of the world, e.g. link_busy=serialize or v2_cluster_limit=true (repeatable)",
     )
     parser.add_argument(
-        "--user", action="store_true", help="serve at this user's standing address (what exec --fabric joins)"
+        "--shared",
+        "--user",
+        dest="user",
+        action="store_true",
+        help="serve at this user's standing address (what exec --fabric=shared joins)",
     )
+    parser.add_argument(
+        "--clean",
+        action="store_true",
+        help="remove what killed fabrics left: shared memory, and a dead standing fabric's files",
+    )
+    parser.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)  # on-demand: no address
+    parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # on-demand: the starter's lock
 
 
 def _option(args: argparse.Namespace, where: FabricAddress, name: str) -> Optional[str]:
@@ -48,9 +59,15 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
     from datadist_sim._world.world import SimWorld
     from datadist_sim.fabric.server import FabricServer
 
-    where = default_address() if args.user else from_env()
-    if where is None:
-        where = new_address(args.socket_dir)
+    if args.clean:
+        return clean(out)
+    try:
+        where = default_address() if args.user else from_env()
+        if where is None:
+            where = new_address(args.socket_dir)
+    except (RuntimeError, ValueError, OSError) as exc:
+        print(f"datadist-sim fabric: {exc}", file=sys.stderr)
+        return 2
     seed = int(_option(args, where, "seed") or 0)
     speed = _option(args, where, "real-clock")
     settings = [f"{k[len('config.') :]}={v}" for k, v in where.options.items() if k.startswith("config.")]
@@ -68,9 +85,14 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
     if scenario:
         world.faults.load(scenario)
     server = FabricServer(where, world)
-    server.bind()
     signal.signal(signal.SIGTERM, lambda *_: server.stop())  # before the line: a reader may stop us at once
-    print(f"{ENV_VAR}={where}", file=out, flush=True)
+    try:
+        server.bind(lock_fd=args.lock_fd)
+    except (RuntimeError, OSError) as exc:
+        print(f"datadist-sim fabric: {exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"{ENV_VAR}={where}", file=out, flush=True)
     try:
         server.serve(idle_exit_s=args.idle_exit)
     except KeyboardInterrupt:
@@ -105,23 +127,102 @@ def sim_config(settings: Sequence[str]) -> SimConfig:
 
 
 def exec_address(choice: str, *, seed: Optional[int] = None, trace: Optional[str] = None) -> str:
-    """The ``DATADIST_SIM_FABRIC`` that ``datadist-sim exec --fabric [ADDRESS]`` gives its program.
+    """The ``DATADIST_SIM_FABRIC`` that ``datadist-sim exec --fabric[=CHOICE]`` gives its program.
 
-    ``auto``: the one already set, else this user's standing address, so two separately started
-    ``exec --fabric`` programs share one world. ``seed``/``trace`` join the address's options (unless it
-    names its own) and take effect if the fabric is started on demand by this program.
+    ``auto`` (plain ``--fabric``): the one already set (a program started inside another exec's world
+    stays in it), else a fresh world of its own, so two jobs started side by side never meet;
+    ``shared``: this user's standing address, which every ``--fabric=shared`` program joins; anything
+    else is an address. ``seed``/``trace`` join the address's options (unless it names its own) and
+    take effect if the fabric is started on demand by this program.
     """
-    if choice != "auto":
+    if choice == "shared":
+        where = default_address()
+    elif choice != "auto":
         where = parse(choice)
     else:
         current = from_env()
-        where = current if current is not None else default_address()
+        where = current if current is not None else new_address()
     options = dict(where.options)
     if seed is not None:
         options.setdefault("seed", str(seed))
     if trace is not None:
         options.setdefault("trace", os.path.abspath(trace))
     return str(FabricAddress(where.path, where.token, options))
+
+
+def owns_world(choice: str) -> bool:
+    """Whether ``exec --fabric=CHOICE`` makes a world for its program alone (then it ends it after)."""
+    return choice == "auto" and from_env() is None
+
+
+def end_world(text: str) -> None:
+    """After an exec's own world: stop its fabric if one runs, reclaim its memory, remove its directory."""
+    import shutil
+
+    where = parse(text)
+    stop_fabric(where)
+    shutil.rmtree(os.path.dirname(where.path), ignore_errors=True)
+
+
+def stop_fabric(where: FabricAddress, timeout: float = 5.0) -> bool:
+    """Stop the fabric listening at ``where`` (SIGTERM to the pid the kernel names for its socket, after
+    checking it is this user's; SIGKILL if it lingers), then reclaim any shared memory it left. True if
+    one was running."""
+    import socket
+    import time
+
+    from datadist_sim.fabric.launch import LISTENING, probe
+    from datadist_sim.fabric.shm import reclaim_stale
+    from datadist_sim.fabric.wire import check_peer
+
+    if probe(where.path) != LISTENING:
+        return False
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(1.0)
+    try:
+        sock.connect(where.path)
+        pid = check_peer(sock, f"the socket {where.path}")
+    except (OSError, RuntimeError):
+        return False
+    finally:
+        sock.close()
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _running(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    reclaim_stale()
+    return True
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def clean(out: IO[str] = sys.stdout) -> int:
+    """``datadist-sim fabric --clean``: shared memory of fabrics that died, and the standing fabric's
+    files if nothing listens there any more."""
+    from datadist_sim.fabric.launch import LISTENING, lock_path, log_path, probe
+    from datadist_sim.fabric.shm import reclaim_stale
+
+    removed = reclaim_stale()
+    files = 0
+    where = default_address()
+    if probe(where.path) != LISTENING:
+        for path in (where.path, lock_path(where), log_path(where)):
+            if os.path.lexists(path):
+                os.unlink(path)
+                files += 1
+    print(
+        f"removed {removed} shared-memory file(s) of dead fabrics and {files} stale fabric file(s)", file=out
+    )
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

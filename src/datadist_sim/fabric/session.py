@@ -15,7 +15,8 @@ import numpy as np
 
 from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.cluster import Mode
-from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.loop import Connection
+from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout, make_loads
 
 if TYPE_CHECKING:
     from datadist_sim.fabric.server import FabricServer
@@ -71,13 +72,12 @@ class Session:
         """Clusters that were still initialised when the process was lost."""
         self.coverage = CodeCoverage()
         """The status codes this process's calls received (``exec --coverage`` fetches them)."""
-        self.channel = Channel(
+        self.channel = Connection(
             sock,
             self._handle,
+            server.pool,
             dumps=self._dumps,
-            loads=self._loads,
-            spawn=True,
-            name=f"session-{number}",
+            loads=make_loads(self._persistent_load),
             on_close=self._closed,
         )
 
@@ -136,19 +136,13 @@ class Session:
         pickler.dump(message)
         return buffer.getvalue()
 
-    def _loads(self, data: bytes) -> Any:
-        unpickler = pickle.Unpickler(io.BytesIO(data))
-
-        def persistent_load(pid: Any) -> Any:
-            if pid[0] == "ref":
-                with self._lock:
-                    return self._objects.get(pid[1], STALE)
-            if pid[0] == "callback":
-                return _remote_synchronizer(self, pid[1])
-            raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
-
-        unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
-        return unpickler.load()
+    def _persistent_load(self, pid: Any) -> Any:
+        if pid[0] == "ref":
+            with self._lock:
+                return self._objects.get(pid[1], STALE)
+        if pid[0] == "callback":
+            return _remote_synchronizer(self, int(pid[1]))
+        raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
 
     # -- requests from the client --------------------------------------------------------------------
 

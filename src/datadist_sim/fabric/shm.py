@@ -2,7 +2,9 @@
 
 The fabric's address space is the world's ordinary ``AddressSpace`` with two changes:
 
-- every allocation's backing is an ``mmap`` of its own file in ``/dev/shm`` (mode 0600), so a client
+- every allocation's backing is an ``mmap`` of its own file in ``/dev/shm`` (mode 0600, created
+  exclusively under a random name, so nobody can guess it in advance or hand us a file of theirs; a
+  clash is retried, and a backing that cannot be had is the pool's out-of-memory code), so a client
   maps the very bytes of a cache (``get_cache_tensors``, ``tensor_views``) and a pull between two
   processes is one ``memcpy`` inside the fabric, never a copy through a socket. Freeing unlinks the
   file; the pages go once no process maps them any more.
@@ -14,10 +16,10 @@ The fabric's address space is the world's ordinary ``AddressSpace`` with two cha
 from __future__ import annotations
 
 import contextlib
-import itertools
 import mmap
 import os
 import re
+import secrets
 import tempfile
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
@@ -62,7 +64,7 @@ class SharedAddressSpace(AddressSpace):
         super().__init__(backed=backed)
         self._raw = raw
         self._prefix = os.path.join(shm_directory(), prefix or f"datadist-sim-{os.getpid()}")
-        self._counter = itertools.count()
+        self._pools: List[Tuple[int, int, LLMStatusCode]] = []  # (base, end, oom code) of each pool
         self._segments: Dict[int, Tuple[str, Bytes]] = {}
         self._paths: Dict[int, str] = {}  # id(root array) -> its file
         self._seg_lock = threading.Lock()
@@ -70,17 +72,30 @@ class SharedAddressSpace(AddressSpace):
 
     # -- backing ------------------------------------------------------------------------------------
 
+    def create_pool(self, memory_size: int, *, oom_code: LLMStatusCode, **kwargs: Any) -> Any:
+        pool = super().create_pool(memory_size, oom_code=oom_code, **kwargs)
+        with self._seg_lock:
+            self._pools.append((pool.base, pool.base + max(memory_size, 1), oom_code))
+        return pool
+
+    def _oom_code(self, address: int) -> LLMStatusCode:
+        with self._seg_lock:
+            for low, high, code in self._pools:
+                if low <= address < high:
+                    return code
+        return LLMStatusCode.LLM_OUT_OF_MEMORY
+
     def on_allocate(self, address: int, nbytes: int) -> None:
         super().on_allocate(address, nbytes)
         if not self.backed or nbytes <= 0:
             return
-        path = f"{self._prefix}-{next(self._counter)}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.ftruncate(fd, nbytes)
-            mapped = mmap.mmap(fd, nbytes)
-        finally:
-            os.close(fd)
+            path, mapped = _create_mapped(self._prefix, nbytes)
+        except OSError as exc:
+            super().on_free(address, nbytes)
+            raise SimError(
+                self._oom_code(address), f"no shared memory for {nbytes} B at {address:#x}: {exc}"
+            ) from None
         root: Bytes = np.frombuffer(mapped, dtype=np.uint8)
         # fabric hook: the base keeps one buffer per allocation; ours is the shared file's mapping.
         with self._lock:
@@ -176,22 +191,39 @@ class SharedAddressSpace(AddressSpace):
         self._check_poison(address, nbytes)
 
 
-_FABRIC_FILE = re.compile(r"^datadist-sim-(\d+)-(scratch-)?\d+$")
+_FABRIC_FILE = re.compile(r"^datadist-sim-(\d+)-(scratch-)?[0-9a-f]+$")
+NAME_TRIES = 8
+
+
+def _create_mapped(prefix: str, nbytes: int) -> Tuple[str, mmap.mmap]:
+    """A new file ``<prefix>-<random>`` of ``nbytes``, created exclusively (mode 0600), and its mapping.
+    A name someone already holds is retried with another; other failures raise ``OSError``."""
+    for attempt in range(NAME_TRIES):
+        path = f"{prefix}-{secrets.token_hex(8)}"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            if attempt == NAME_TRIES - 1:
+                raise
+            continue
+        try:
+            os.ftruncate(fd, nbytes)
+            return path, mmap.mmap(fd, nbytes)
+        except OSError:
+            _unlink(path)
+            raise
+        finally:
+            os.close(fd)
+    raise FileExistsError(prefix)
 
 
 class Scratch:
     """A shared file that carries one large transfer to or from a client's raw memory: the client maps
     it by path and copies, so the bytes never pass through the socket."""
 
-    def __init__(self, path: str, nbytes: int) -> None:
-        self.path = path
+    def __init__(self, prefix: str, nbytes: int) -> None:
+        self.path, mapped = _create_mapped(prefix, nbytes)
         self.size = nbytes
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.ftruncate(fd, nbytes)
-            mapped = mmap.mmap(fd, nbytes)
-        finally:
-            os.close(fd)
         self.array: Bytes = np.frombuffer(mapped, dtype=np.uint8)
 
     def split(self, sizes: Sequence[int]) -> List[Bytes]:
@@ -235,10 +267,14 @@ class ScratchPool:
                 best = min(fits, key=lambda scratch: scratch.size)
                 self._free.remove(best)
                 return best
-            number = self._made
             self._made += 1
         size = max(1 << 20, 1 << (nbytes - 1).bit_length())
-        return Scratch(f"{self._prefix}-scratch-{number}", size)
+        try:
+            return Scratch(f"{self._prefix}-scratch", size)
+        except OSError as exc:
+            raise SimError(
+                LLMStatusCode.LLM_OUT_OF_MEMORY, f"no shared memory for a {size} B transfer buffer: {exc}"
+            ) from None
 
     def give(self, scratch: Scratch) -> None:
         with self._lock:

@@ -1,0 +1,306 @@
+"""What crosses a fabric's socket, and what is checked before anything is believed.
+
+Before a single byte is decoded, each end checks the other:
+
+- **the socket and its directory are ours**: the directory is owned by this user and private (no group or
+  other bits), and the peer's credentials (``SO_PEERCRED``, filled in by the kernel) carry our uid;
+- **both ends know the world's token**: the stdlib's ``multiprocessing.connection`` challenge-response
+  (``deliver_challenge`` / ``answer_challenge``: each side sends a random challenge and checks an HMAC of
+  it under the token), run in both directions, so the token itself never crosses the wire and a squatter
+  at the path cannot pass for the fabric.
+
+After that, frames are an 8-byte length and a pickle decoded by ``WireUnpickler``, which resolves only the
+exact classes the protocol carries (the faces' enums and small data classes, numpy arrays) and refuses
+anything else, so even a peer that passed every check cannot name code to run. Exceptions travel as data
+(class name, args, attributes) and are rebuilt only as built-in or datadist-sim exception classes.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import os
+import pickle
+import select
+import socket
+import stat
+import struct
+import sys
+import time
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import answer_challenge, deliver_challenge
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+
+HEADER = struct.Struct("!Q")
+MAX_FRAME = 1 << 40
+HELLO = b"datadist-sim fabric 1"
+"""The client's first frame: it names the protocol, and until it arrives a connection costs nothing but
+its file descriptor (the fabric starts the challenge only for a peer that speaks)."""
+HANDSHAKE_TIMEOUT_S = 5.0
+"""Longest wait for each step of the handshake, on either side."""
+_CRED = struct.Struct("3i")
+
+PackedException = Tuple[str, str, Tuple[Any, ...], Dict[str, Any]]
+
+
+class ChannelClosed(ConnectionError):
+    """The other end is gone (its process died or closed the connection)."""
+
+
+class ChannelTimeout(TimeoutError):
+    """No reply came within the wait's timeout."""
+
+
+class RemoteError(RuntimeError):
+    """An exception from the other end that cannot be rebuilt here as its own type."""
+
+
+class FabricRefused(RuntimeError):
+    """What listens at a fabric's address is not our fabric (or its directory is not private)."""
+
+
+# -- frames ----------------------------------------------------------------------------------------------
+
+
+def recv_exact(sock: socket.socket, nbytes: int) -> bytes:
+    chunks: List[bytes] = []
+    remaining = nbytes
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 22))
+        if not chunk:
+            raise ChannelClosed("connection closed")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def send_frame(sock: socket.socket, payload: bytes) -> None:
+    """One frame on a blocking socket (or one with a timeout)."""
+    if len(payload) < 65536:
+        sock.sendall(HEADER.pack(len(payload)) + payload)
+    else:  # no concatenated copy of a large payload
+        sock.sendall(HEADER.pack(len(payload)))
+        sock.sendall(payload)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    (length,) = HEADER.unpack(recv_exact(sock, HEADER.size))
+    if length > MAX_FRAME:
+        raise ChannelClosed(f"frame of {length} B is larger than any message")
+    return recv_exact(sock, length)
+
+
+def send_nonblocking(sock: socket.socket, payload: bytes, timeout: float) -> None:
+    """``sendall`` for a non-blocking socket (the fabric's, watched by its selector): wait for room at
+    most ``timeout`` seconds in all; a peer that stops reading for longer is given up on."""
+    header = HEADER.pack(len(payload))
+    parts = [header + payload] if len(payload) < 65536 else [header, payload]
+    deadline = time.monotonic() + timeout
+    poller: Optional[select.poll] = None
+    for part in parts:
+        view = memoryview(part)
+        while view:
+            try:
+                view = view[sock.send(view) :]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ChannelTimeout(f"the peer took no data for {timeout} s") from None
+                if poller is None:
+                    poller = select.poll()
+                    poller.register(sock, select.POLLOUT)
+                poller.poll(left * 1000)
+
+
+# -- who is at the other end ---------------------------------------------------------------------------
+
+
+def peer_credentials(sock: socket.socket) -> Tuple[int, int]:
+    """``(pid, uid)`` of the process at the other end of a Unix socket, as the kernel recorded them."""
+    pid, uid, _gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
+    return pid, uid
+
+
+def check_peer(sock: socket.socket, what: str) -> int:
+    """The peer's pid, once its uid is ours; else ``FabricRefused``."""
+    pid, uid = peer_credentials(sock)
+    if uid != os.getuid():
+        raise FabricRefused(f"{what} belongs to uid {uid} (pid {pid}), not to this user (uid {os.getuid()})")
+    return pid
+
+
+def check_private_directory(folder: str) -> None:
+    """Refuse a directory that is not this user's own and private (mode 0700 or narrower)."""
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        raise FabricRefused(f"the fabric directory {folder} does not exist") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise FabricRefused(f"{folder} is not a directory (a symlink or a file): refusing to use it")
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise FabricRefused(
+            f"{folder} is not a private directory of this user (owner uid {info.st_uid}, mode "
+            f"{stat.S_IMODE(info.st_mode):o}; needs uid {os.getuid()} and mode 700): refusing to use it"
+        )
+
+
+def private_directory(folder: str) -> str:
+    """Create ``folder`` (and its parents) with mode 0700 if it is missing; refuse it if it is not ours
+    and private."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    check_private_directory(folder)
+    return folder
+
+
+# -- the handshake -------------------------------------------------------------------------------------
+
+
+class _Frames:
+    """``multiprocessing.connection``'s handshake talks through ``send_bytes``/``recv_bytes``: our frames."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def send_bytes(self, data: bytes) -> None:
+        send_frame(self._sock, bytes(data))
+
+    def recv_bytes(self, maxlength: Optional[int] = None) -> bytes:
+        (length,) = HEADER.unpack(recv_exact(self._sock, HEADER.size))
+        if maxlength is not None and length > maxlength:
+            raise AuthenticationError(f"handshake message of {length} B")
+        return recv_exact(self._sock, length)
+
+
+def client_handshake(sock: socket.socket, token: str) -> None:
+    """Prove to the fabric that we know the token, then have it prove the same; ``FabricRefused`` if it
+    cannot (or does not answer within ``HANDSHAKE_TIMEOUT_S`` per step)."""
+    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+    frames: Any = _Frames(sock)  # duck-typed: the handshake only sends and receives bytes
+    try:
+        send_frame(sock, HELLO)
+        answer_challenge(frames, token.encode())  # the order of multiprocessing's Client
+        deliver_challenge(frames, token.encode())
+    except (ChannelClosed, ConnectionError) as exc:  # it went away: a fabric closing as we came
+        raise ChannelClosed(f"the fabric closed the connection during the handshake ({exc})") from None
+    except Exception as exc:  # whatever it is, this is not our fabric
+        raise FabricRefused(f"the peer failed the fabric handshake ({type(exc).__name__}: {exc})") from None
+    sock.settimeout(None)
+
+
+def server_handshake(sock: socket.socket, token: str) -> bool:
+    """The fabric's side, after the client's ``HELLO``: challenge it, then answer its challenge."""
+    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+    frames: Any = _Frames(sock)  # duck-typed: the handshake only sends and receives bytes
+    try:
+        deliver_challenge(frames, token.encode())  # the order of multiprocessing's Listener
+        answer_challenge(frames, token.encode())
+    except Exception:  # a failed or broken handshake: the connection is dropped
+        return False
+    return True
+
+
+# -- decoding: only the types the protocol carries -------------------------------------------------------
+
+
+_DATA_CLASSES = frozenset(
+    {
+        "BlocksCacheKey",
+        "CacheDesc",
+        "CacheKey",
+        "CacheKeyByIdAndIndex",
+        "LLMClusterInfo",
+        "LlmConfig",
+        "MemInfo",
+        "Status",
+        "Tensor",
+        "TensorDesc",
+        "TransferConfig",
+        "TransferWithCacheKeyConfig",
+    }
+)
+_allowed: Optional[FrozenSet[Tuple[str, str]]] = None
+
+
+def allowed_globals() -> FrozenSet[Tuple[str, str]]:
+    """Every ``(module, name)`` a frame may name: the faces' enums and data classes, and what numpy
+    arrays, dtypes and scalars pickle to (found by pickling samples, so it follows the numpy version)."""
+    global _allowed
+    if _allowed is None:
+        import numpy as np
+
+        from datadist_sim import llm_datadist, llm_datadist_v1
+
+        found = set()
+        for face in (llm_datadist, llm_datadist_v1):
+            for name in getattr(face, "__all__", dir(face)):
+                value = getattr(face, name, None)
+                if isinstance(value, type) and (issubclass(value, enum.Enum) or name in _DATA_CLASSES):
+                    found.add((value.__module__, value.__qualname__))
+        samples: List[Any] = [np.zeros((2, 3), np.float16), np.arange(6)[::2], np.dtype("f2"), np.int64(1)]
+        samples += [np.float32(1), np.bool_(True), np.zeros(2, dtype=[("a", "i4")])]
+        for sample in samples:
+            found |= _globals_in(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL))
+        _allowed = frozenset(found)
+    return _allowed
+
+
+def _globals_in(data: bytes) -> Set[Tuple[str, str]]:
+    """The globals a pickle names, found by loading it with a recording ``find_class``."""
+    names: Set[Tuple[str, str]] = set()
+
+    class Recorder(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            names.add((module, name))
+            return super().find_class(module, name)
+
+    Recorder(io.BytesIO(data)).load()
+    return names
+
+
+class WireUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only ``allowed_globals()``; ``persistent_load`` names object handles."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in allowed_globals():
+            raise pickle.UnpicklingError(f"the fabric protocol does not carry {module}.{name}: refused")
+        return super().find_class(module, name)
+
+
+def make_loads(persistent_load: Callable[[Any], Any]) -> Callable[[bytes], Any]:
+    """A frame decoder with this end's handle translation."""
+
+    def loads(data: bytes) -> Any:
+        unpickler = WireUnpickler(io.BytesIO(data))
+        unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
+        return unpickler.load()
+
+    return loads
+
+
+def pack_exception(exc: BaseException) -> PackedException:
+    """An exception as data: its class (by import path), args and attributes."""
+    cls = type(exc)
+    state = {k: v for k, v in vars(exc).items() if not k.startswith("__")} if hasattr(exc, "__dict__") else {}
+    return cls.__module__, cls.__qualname__, tuple(exc.args), state
+
+
+def unpack_exception(packed: PackedException) -> BaseException:
+    """Rebuild the very exception type (``LLMException`` with its status code, ``TypeError``...) when it
+    is a built-in one or one of datadist-sim's modules already loaded here (nothing is imported); any
+    other keeps only its text, as ``RemoteError``."""
+    module, qualname, args, state = packed
+    text = f"{module}.{qualname}: {', '.join(map(str, args))}"
+    loaded = sys.modules.get(module) if module == "builtins" or module.startswith("datadist_sim.") else None
+    cls: Any = loaded
+    for part in qualname.split(".") if loaded is not None else ():
+        cls = getattr(cls, part, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        return RemoteError(text)
+    try:
+        exc: BaseException = cls.__new__(cls)
+        exc.args = tuple(args)
+        if state:
+            vars(exc).update(state)
+        return exc
+    except Exception:  # a class that cannot be rebuilt this way: keep the text
+        return RemoteError(text)
