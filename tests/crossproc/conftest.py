@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -27,10 +27,12 @@ TIMEOUT_S = 60.0
 class Program:
     """A child Python process whose stdout lines can be awaited with a timeout."""
 
-    def __init__(self, script: str, args: List[str], env: Dict[str, str]) -> None:
+    def __init__(
+        self, script: str, args: List[str], env: Dict[str, str], *, launcher: Sequence[str] = ()
+    ) -> None:
         self.name = script
         self.proc = subprocess.Popen(
-            [sys.executable, str(PROGRAMS / script), *args],
+            [*launcher, sys.executable, str(PROGRAMS / script), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,152 @@
+"""One world per job unless shared on purpose, one fabric however many processes race to start it, and
+nothing left behind: ``datadist-sim exec --fabric`` trees started side by side, six processes starting
+the standing fabric at once, files and shared memory after a fabric ends or is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import pytest
+
+from datadist_sim.fabric.address import ENV_VAR
+from datadist_sim.fabric.shm import shm_directory
+
+from .conftest import TIMEOUT_S, Fabric, Program
+
+pytestmark = pytest.mark.crossproc
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path) -> Iterator[Dict[str, str]]:
+    """An environment whose per-user runtime directory is a fresh one (so the test sees every file)."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    env["XDG_RUNTIME_DIR"] = str(folder)
+    env["PYTHONUNBUFFERED"] = "1"
+    yield env
+
+
+def _exec(env: Dict[str, str], fabric: str, *args: str) -> Program:
+    launcher = [sys.executable, "-m", "datadist_sim.cli", "exec", fabric, "--"]
+    return Program("trust_member.py", list(args), env, launcher=launcher)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _wait_until(condition: "object", timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_two_exec_trees_get_two_worlds_and_take_them_away(runtime_dir: Dict[str, str]) -> None:
+    first = _exec(runtime_dir, "--fabric", "1", "--wait")
+    second = _exec(runtime_dir, "--fabric", "1", "--wait")
+    try:
+        seen = [
+            (run.expect("fabric_pid"), run.expect("token"), run.expect("socket")) for run in (first, second)
+        ]
+        # both run at once, with the same cluster id, each alone in its world
+        assert [run.expect("clusters") for run in (first, second)] == ["1", "1"]
+        assert seen[0][0] != seen[1][0]
+        assert seen[0][1] != seen[1][1]
+        assert seen[0][2] != seen[1][2]
+        for run in (first, second):
+            run.tell()
+            run.expect("done")
+            assert run.finish() == 0
+        # each job's world ended with it: fabric stopped, its directory gone
+        assert _wait_until(lambda: not any(_alive(int(pid)) for pid, _, _ in seen), 10)
+        assert not any(os.path.exists(os.path.dirname(path)) for _, _, path in seen)
+        assert os.listdir(runtime_dir["XDG_RUNTIME_DIR"]) == []
+    finally:
+        first.kill()
+        second.kill()
+
+
+def test_six_processes_racing_for_the_first_start_agree_on_one_token_and_one_world(
+    runtime_dir: Dict[str, str],
+) -> None:
+    runs = [_exec(runtime_dir, "--fabric=shared", str(10 + i), "--wait") for i in range(6)]
+    try:
+        pids = {run.expect("fabric_pid") for run in runs}
+        tokens = {run.expect("token") for run in runs}
+        sockets = {run.expect("socket") for run in runs}
+        assert (len(pids), len(tokens), len(sockets)) == (1, 1, 1)
+        (socket_path,) = sockets
+        folder = Path(socket_path).parent
+        (token,) = tokens
+        assert (folder / "token").read_text().strip() == token
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert stat.S_IMODE((folder / "token").stat().st_mode) == 0o600
+        log = Path(socket_path + ".log")
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+        assert token not in log.read_text()
+        for run in runs:
+            run.tell()
+            run.expect("done")
+            assert run.finish() == 0
+        # the on-demand fabric leaves once idle, and takes its socket, lock and log with it
+        (pid,) = pids
+        assert _wait_until(lambda: not _alive(int(pid)), 30)
+        assert sorted(os.listdir(folder)) == ["token"]
+    finally:
+        for run in runs:
+            run.kill()
+
+
+def test_fabric_clean_reclaims_the_shared_memory_of_a_killed_fabric(runtime_dir: Dict[str, str]) -> None:
+    fabric = Fabric()
+    try:
+        program = fabric.start("kv_prompt.py")
+        program.expect("ready")
+        mine = [
+            name
+            for name in os.listdir(shm_directory())
+            if name.startswith(f"datadist-sim-{fabric.server.pid}-")
+        ]
+        assert mine  # the cache lives in shared memory files named for the fabric's pid
+        fabric.server.send_signal(signal.SIGKILL)
+        fabric.server.wait(timeout=TIMEOUT_S)
+        cleaned = subprocess.run(
+            [sys.executable, "-m", "datadist_sim.cli", "fabric", "--clean"],
+            env=runtime_dir,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert not [name for name in os.listdir(shm_directory()) if name in mine]
+    finally:
+        fabric.close()
+
+
+def test_shared_memory_names_cannot_be_guessed_from_the_fabric_pid(fabric: Fabric) -> None:
+    program = fabric.start("kv_prompt.py")
+    program.expect("ready")
+    prefix = f"datadist-sim-{fabric.server.pid}-"
+    names: List[str] = [
+        name[len(prefix) :] for name in os.listdir(shm_directory()) if name.startswith(prefix)
+    ]
+    assert names
+    assert all(len(name) == 16 and int(name, 16) >= 0 for name in names)  # 64 random bits each
+    program.tell()
+    program.expect("done")
+    assert program.finish() == 0
