@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Callable, Dict, List
 
 import pytest
 
@@ -24,14 +24,14 @@ pytestmark = pytest.mark.crossproc
 
 
 @pytest.fixture
-def runtime_dir(tmp_path: Path) -> Iterator[Dict[str, str]]:
+def runtime_dir(tmp_path: Path) -> Dict[str, str]:
     """An environment whose per-user runtime directory is a fresh one (so the test sees every file)."""
     env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
     env["XDG_RUNTIME_DIR"] = str(folder)
     env["PYTHONUNBUFFERED"] = "1"
-    yield env
+    return env
 
 
 def _exec(env: Dict[str, str], fabric: str, *args: str) -> Program:
@@ -47,10 +47,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_until(condition: "object", timeout: float = 20.0) -> bool:
+def _wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
+        if condition():
             return True
         time.sleep(0.05)
     return False

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 from _common import DECODE_ID, DECODE_IP, PORT, PROMPT_ID, PROMPT_IP, say, wait_for_go
 from llm_datadist import (  # type: ignore[import-not-found]
     CacheDesc,
