@@ -290,3 +290,120 @@ def test_fabric_world_settings_parse_to_their_types() -> None:
     for bad in ("link_bandwidth={}", "no_such_field=1", "metadata_only=maybe", "max_links"):
         with pytest.raises(ValueError, match="--config"):
             sim_config([bad])
+
+
+# -- what the wire admits ---------------------------------------------------------------------------
+
+
+class _Payload:
+    def __reduce__(self) -> Any:
+        return (os.system, ("true",))
+
+
+def test_the_wire_decoder_refuses_a_frame_that_names_code_and_admits_the_protocols_types() -> None:
+    from datadist_sim.fabric.wire import make_loads
+    from datadist_sim.llm_datadist import CacheDesc, CacheKey, DataType, LLMRole
+
+    def no_refs(pid: Any) -> Any:
+        raise AssertionError(pid)
+
+    loads = make_loads(no_refs)
+    import pickle
+
+    with pytest.raises(pickle.UnpicklingError, match=r"does not carry posix\.system"):
+        loads(pickle.dumps(_Payload()))
+    with pytest.raises(pickle.UnpicklingError, match=r"does not carry builtins\.eval"):
+        loads(pickle.dumps(eval))
+    message = ("req", 1, "call", (CacheKey(1, 2), CacheDesc(1, [2], DataType.DT_FLOAT16), LLMRole.PROMPT))
+    decoded = loads(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+    assert (decoded[3][0].req_id, decoded[3][1].shape, decoded[3][2]) == (2, [2], LLMRole.PROMPT)
+    array = loads(pickle.dumps(np.arange(6, dtype=np.float16).reshape(2, 3), protocol=5))
+    assert array.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_an_exception_of_a_class_outside_the_project_comes_back_as_text_and_imports_nothing() -> None:
+    import sys
+
+    from datadist_sim.fabric.wire import RemoteError, pack_exception, unpack_exception
+
+    assert "this" not in sys.modules
+    rebuilt = unpack_exception(("this", "Zen", ("hello",), {}))
+    assert isinstance(rebuilt, RemoteError)
+    assert "this" not in sys.modules  # nothing was imported, so nothing ran
+    assert isinstance(unpack_exception(("os", "system", ("x",), {})), RemoteError)
+    same = unpack_exception(pack_exception(LLMException("x", status_code=LLMStatusCode.LLM_TIMEOUT)))
+    assert isinstance(same, LLMException)
+    assert same.status_code is LLMStatusCode.LLM_TIMEOUT
+
+
+# -- shared-memory names ----------------------------------------------------------------------------
+
+
+def test_a_taken_shared_memory_name_is_retried_and_no_name_at_all_is_out_of_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from datadist_sim.fabric import shm
+
+    space = _space(_Owner())
+    prefix = space._prefix  # the names this space makes
+    taken = f"{prefix}-{'0' * 16}"
+    Path(taken).write_bytes(b"someone else's")
+    names = iter(["0" * 16, "1" * 16])
+    monkeypatch.setattr(shm.secrets, "token_hex", lambda n: next(names))
+    pool = space.create_pool(1 << 20, oom_code=LLMStatusCode.LLM_DEVICE_OUT_OF_MEMORY)
+    try:
+        addr = pool.allocate(4096)  # the first name is someone's: the second is used
+        ref = space.locate(space.view(addr, 16))
+        assert ref is not None
+        assert ref[0] == f"{prefix}-{'1' * 16}"
+        assert Path(taken).read_bytes() == b"someone else's"
+        monkeypatch.setattr(shm.secrets, "token_hex", lambda n: "0" * 16)  # every name taken
+        with pytest.raises(SimError) as exc:
+            pool.allocate(4096)
+        assert exc.value.code is LLMStatusCode.LLM_DEVICE_OUT_OF_MEMORY
+        assert list(pool.allocations()) == [addr]  # the failed one took nothing
+        assert space.segment_count == 1
+    finally:
+        os.unlink(taken)
+        space.release_all()
+
+
+# -- start-up races ---------------------------------------------------------------------------------
+
+
+def test_a_listener_with_a_full_backlog_counts_as_alive_and_its_socket_is_never_replaced(
+    tmp_path: Path,
+) -> None:
+    from datadist_sim._world.world import SimWorld
+    from datadist_sim.fabric.launch import LISTENING, STALE, probe
+    from datadist_sim.fabric.server import FabricServer
+
+    folder = tmp_path / "f"
+    folder.mkdir(mode=0o700)
+    where = address.new_address(str(folder))
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    live.bind(where.path)
+    live.listen(0)  # never accepts: the backlog fills at once
+    queued = []
+    try:
+        for _ in range(64):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                sock.connect(where.path)
+            except BlockingIOError:  # EAGAIN: full
+                sock.close()
+                break
+            queued.append(sock)
+        assert probe(where.path) == LISTENING
+        inode = os.stat(where.path).st_ino
+        server = FabricServer(where, SimWorld(seed=0))
+        with pytest.raises(RuntimeError, match="already listening"):
+            server.bind()
+        assert os.stat(where.path).st_ino == inode  # the live socket is still there
+        server.space.release_all()
+    finally:
+        for sock in queued:
+            sock.close()
+        live.close()
+    assert probe(where.path) == STALE  # nobody listens any more: a new fabric may replace it

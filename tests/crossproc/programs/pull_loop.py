@@ -18,7 +18,11 @@ from llm_datadist import (  # type: ignore[import-not-found]
 import datadist_sim.fabric
 
 side = sys.argv[1]
-options = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1"}
+options = {
+    "ge.exec.deviceId": "0",
+    "llm.EnableCacheManager": "1",
+    "llm.MemPoolConfig": '{"memory_size": 16777216}',
+}
 if side == "prompt":
     options["llm.listenIpInfo"] = f"{PROMPT_IP}:{PORT}"
 dd = LLMDataDist(

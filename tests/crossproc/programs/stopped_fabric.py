@@ -8,8 +8,16 @@ import time
 from _common import DECODE_ID, PROMPT_ID, code_of, say, wait_for_go
 from llm_datadist import CacheDesc, CacheKeyByIdAndIndex, DataType, LLMDataDist, LLMRole  # type: ignore[import-not-found]
 
+POOL = '{"memory_size": 16777216}'
 dd = LLMDataDist(LLMRole.DECODER, DECODE_ID)
-dd.init({"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1", "llm.SyncKvCacheWaitTime": "1000"})
+dd.init(
+    {
+        "ge.exec.deviceId": "0",
+        "llm.EnableCacheManager": "1",
+        "llm.SyncKvCacheWaitTime": "1000",
+        "llm.MemPoolConfig": POOL,
+    }
+)
 cm = dd.cache_manager
 desc = CacheDesc(1, [1, 256], DataType.DT_FLOAT16)
 cache = cm.allocate_cache(desc)
