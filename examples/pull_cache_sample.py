@@ -3,10 +3,10 @@ official ``pull_cache_sample``: CPU tensors registered by ``data_ptr()``, a rank
 ``query_register_mem_status``, ``pull_cache`` and ``pull_blocks``, and a ``torch.distributed`` gloo
 barrier on loopback between the phases. Nothing here knows about the simulator.
 
-Run the two roles as two processes of one simulated world::
+Run the two roles as two processes of one simulated world (this user's standing one)::
 
-    datadist-sim exec --fabric -- python examples/pull_cache_sample.py --role prompt &
-    datadist-sim exec --fabric -- python examples/pull_cache_sample.py --role decoder
+    datadist-sim exec --fabric=shared -- python examples/pull_cache_sample.py --role prompt &
+    datadist-sim exec --fabric=shared -- python examples/pull_cache_sample.py --role decoder
 """
 
 import argparse

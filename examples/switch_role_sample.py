@@ -4,8 +4,8 @@ Decoder links and pulls blocks, both switch roles, the new Decoder links to the 
 and pushes blocks to it. CPU tensors are registered by ``data_ptr()``; the two processes meet only
 through the library and a ``torch.distributed`` gloo barrier.
 
-    datadist-sim exec --fabric -- python examples/switch_role_sample.py --role prompt &
-    datadist-sim exec --fabric -- python examples/switch_role_sample.py --role decoder
+    datadist-sim exec --fabric=shared -- python examples/switch_role_sample.py --role prompt &
+    datadist-sim exec --fabric=shared -- python examples/switch_role_sample.py --role decoder
 """
 
 import argparse

@@ -80,9 +80,20 @@ def test_bench_perf_command_prints_figures_and_writes_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(perf, "scaling", lambda quick: [Figure("scale", "stub", 1.0, "µs")])
+    monkeypatch.setattr(perf, "cross_process", lambda quick: [Figure("crossproc", "stub", 1.0, "µs")])
     assert main(["perf", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| control | simulated pulls per wall second |" in out
     assert "| data | pull_cache of 16 MiB (bytes checked: True) |" in out
     data = json.loads((tmp_path / "perf.json").read_text())
-    assert [f["group"] for f in data["figures"]] == ["control"] * 4 + ["data", "scale"]
+    assert [f["group"] for f in data["figures"]] == ["control"] * 4 + ["data", "scale", "crossproc"]
+
+
+def test_cross_process_figures_time_a_fabric_pull_and_a_raw_pointer_copy_with_bytes_checked() -> None:
+    from datadist_sim.bench import perf_fabric
+
+    assert perf_fabric._ping_pong(1, 20) > 0
+    pull, large, same = perf_fabric._fabric_figures(1 << 20, 1, 5)
+    assert pull > 0
+    assert large > 0
+    assert same  # the raw-pointer pull delivered the Prompt's bytes

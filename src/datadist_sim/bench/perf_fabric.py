@@ -180,8 +180,9 @@ def _fabric_figures(nbytes: int, repeat: int, inner: int) -> Tuple[float, float,
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+            proc.communicate(timeout=30)  # reaps it and closes its pipes
         server.terminate()
-        server.wait(timeout=30)
+        server.communicate(timeout=30)
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
