@@ -3,8 +3,10 @@
 Both ends can ask: a client asks the fabric to run a call; the fabric asks a client to read or write
 memory that only the client can reach. ``Endpoint`` holds what both ends share (reply slots, answering a
 request, closing once); ``Channel`` is a client's end, with one reader thread; the fabric's end is
-``loop.Connection``, fed by the fabric's one selector thread. Every wait has a timeout, and a closed
-connection wakes every waiter at once with ``ChannelClosed``, so a dead peer never hangs anyone.
+``loop.Connection``, fed by the fabric's selector. ``CallConnection`` is a client's connection for its
+own calls: the calling thread sends and reads the reply itself, with no reader thread in between.
+Every wait has a timeout, and a closed connection wakes every waiter at once with ``ChannelClosed``, so
+a dead peer never hangs anyone.
 
 Frames are an 8-byte length and a pickle that only ``wire.WireUnpickler`` decodes, after both ends
 passed the handshake (``wire``).
@@ -16,6 +18,7 @@ import contextlib
 import itertools
 import socket
 import threading
+import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
 
 from datadist_sim.fabric.wire import (
@@ -28,7 +31,7 @@ from datadist_sim.fabric.wire import (
     unpack_exception,
 )
 
-__all__ = ["Channel", "ChannelClosed", "ChannelTimeout", "Endpoint", "RemoteError"]
+__all__ = ["CallConnection", "Channel", "ChannelClosed", "ChannelTimeout", "Endpoint", "RemoteError"]
 
 Message = Tuple[Any, ...]
 Handler = Callable[[str, Tuple[Any, ...]], Any]
@@ -110,6 +113,12 @@ class Endpoint:
 
     def receive(self, frame: bytes) -> None:
         """One frame from the other end: a reply wakes its waiter, a request is run (``_run``)."""
+        request = self.take(frame)
+        if request is not None:
+            self._run(*request)
+
+    def take(self, frame: bytes) -> Optional[Tuple[int, str, Tuple[Any, ...]]]:
+        """Decode one frame: a reply wakes its waiter (None); a request is returned, to be answered."""
         message = self._loads(frame)
         if message[0] == "rep":
             _, rid, ok, value = message
@@ -118,9 +127,9 @@ class Endpoint:
             if slot is not None:
                 slot.ok, slot.value = ok, value
                 slot.event.set()
-        else:
-            _, rid, kind, payload = message
-            self._run(rid, kind, payload)
+            return None
+        _, rid, kind, payload = message
+        return int(rid), str(kind), tuple(payload)
 
     def _run(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
         self.answer(rid, kind, payload)
@@ -210,3 +219,44 @@ class Channel(Endpoint):
             self._fail_all(ChannelClosed(f"bad frame: {exc!r}"))
         finally:
             self.close()
+
+
+class CallConnection:
+    """A connection a client process calls on: it sends a request and reads the reply itself (the fabric
+    never asks anything on it). One call at a time; a call that fails leaves it closed."""
+
+    def __init__(
+        self, sock: socket.socket, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any]
+    ) -> None:
+        self._sock = sock
+        self._dumps = dumps
+        self._loads = loads
+        self._ids = itertools.count(1)
+
+    def call(self, kind: str, payload: Tuple[Any, ...], timeout: float) -> Any:
+        rid = next(self._ids)
+        data = self._dumps(("req", rid, kind, payload))
+        deadline = time.monotonic() + timeout
+        try:
+            self._sock.settimeout(timeout)
+            send_frame(self._sock, data)
+            while True:
+                self._sock.settimeout(max(0.001, deadline - time.monotonic()))
+                message = self._loads(recv_frame(self._sock))
+                if message[0] == "rep" and message[1] == rid:
+                    break
+        except socket.timeout:
+            self.close()
+            raise ChannelTimeout(f"no reply to {kind!r} within {timeout} s") from None
+        except (OSError, ChannelClosed, EOFError) as exc:
+            self.close()
+            raise ChannelClosed(f"connection lost: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+        if message[2]:
+            return message[3]
+        raise unpack_exception(message[3])
+
+    def close(self) -> None:
+        self._sock.close()

@@ -5,6 +5,11 @@ Client code keeps calling ``LLMDataDist`` and its managers exactly as in-process
 the fabric, runs there on the real face, and comes back as its result or as the very exception
 (``LLMException`` with its status code, ``TypeError``, ...). Caches and managers come back as proxies;
 arrays over simulated memory come back mapped from shared memory, so writing into them writes the cache.
+
+A process holds one *service* connection (the fabric asks it to read or write its memory or to run a
+callback there, and its loss is the process's death) and, for its own calls, call connections: a thread
+takes an idle one (or opens one, which joins the same session with the key ``hello`` returned), sends,
+and reads its reply itself, so a call costs the same wake-ups as a plain ping-pong.
 """
 
 from __future__ import annotations
@@ -25,9 +30,14 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import PROCESS_MEMORY, raw_view
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric import address as fabric_address
-from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.shm import open_scratch, open_view
-from datadist_sim.fabric.wire import FabricRefused, check_peer, client_handshake, make_loads
+from datadist_sim.fabric.wire import (
+    FabricRefused,
+    check_peer,
+    client_handshake,
+    make_loads,
+)
 
 CONNECT_TIMEOUT_S = 20.0
 SCRATCH_MAPS_KEPT = 8
@@ -100,7 +110,7 @@ class _RemoteMethod:
 
 
 class FabricClient:
-    """This process's one connection to its fabric."""
+    """This process's membership of its fabric: the service channel and the call connections."""
 
     def __init__(self, where: fabric_address.FabricAddress, sock: socket.socket) -> None:
         self.address = where
@@ -128,6 +138,8 @@ class FabricClient:
         )
         self.channel.start()
         self.info = self.channel.request("hello", os.getpid(), timeout=CONNECT_TIMEOUT_S)
+        self._idle_calls: List[CallConnection] = []
+        self._calls_lock = threading.Lock()
 
     # -- calls ---------------------------------------------------------------------------------------
 
@@ -140,7 +152,7 @@ class FabricClient:
             if released:
                 kind, payload = "released", (released, kind, payload)
         try:
-            return self.channel.request(kind, *payload, timeout=timeout)
+            return self._call(kind, payload, timeout)
         except ChannelClosed as exc:
             raise LLMException(
                 f"the datadist-sim fabric is gone ({exc}), error code is LLM_FAILED",
@@ -188,8 +200,49 @@ class FabricClient:
     def function(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self.request("fn", name, args, kwargs)
 
+    def _call(self, kind: str, payload: Tuple[Any, ...], timeout: float) -> Any:
+        """One request on a call connection of this thread's own (taken from the idle ones, or opened):
+        the reply is read by the thread that waits for it, with no hand-off to another thread."""
+        if self.channel.closed.is_set():
+            raise ChannelClosed("the fabric connection is closed")
+        with self._calls_lock:
+            conn = self._idle_calls.pop() if self._idle_calls else None
+        deadline = time.monotonic() + timeout
+        if conn is None:
+            conn = self._open_call(timeout)
+        result = conn.call(
+            kind, payload, max(0.001, deadline - time.monotonic())
+        )  # a connection that failed is closed, not kept
+        with self._calls_lock:
+            self._idle_calls.append(conn)
+        return result
+
+    def _open_call(self, timeout: float) -> CallConnection:
+        """Another connection of this process, within ``timeout``: a fabric that does not answer in
+        time is ``ChannelTimeout``, one that is gone (or is no longer ours) ``ChannelClosed``."""
+        deadline = time.monotonic() + timeout
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(self.address.path)
+            check_peer(sock, f"the socket {self.address.path}")
+            client_handshake(sock, self.address.token, max(0.001, deadline - time.monotonic()))
+        except (socket.timeout, ChannelTimeout) as exc:
+            sock.close()
+            raise ChannelTimeout(f"no answer opening a call connection: {exc}") from None
+        except (OSError, FabricRefused, ChannelClosed) as exc:
+            sock.close()
+            raise ChannelClosed(f"cannot open a call connection: {exc}") from None
+        conn = CallConnection(sock, self._dumps, make_loads(self._persistent_load))
+        conn.call("attach", (self.info["key"],), max(0.001, deadline - time.monotonic()))
+        return conn
+
     def close(self) -> None:
         self.channel.close()
+        with self._calls_lock:
+            idle, self._idle_calls = self._idle_calls, []
+        for conn in idle:
+            conn.close()
 
     # -- pickling: proxies out, proxies and shared arrays in -----------------------------------------
 
@@ -341,6 +394,9 @@ def connect(where: fabric_address.FabricAddress, *, timeout: float = CONNECT_TIM
             client_handshake(sock, where.token)
             return FabricClient(where, sock)
         except FabricRefused as exc:
+            sock.close()
+            raise FabricRefused(f"refusing the datadist-sim fabric at {where.path}: {exc}") from None
+        except ChannelTimeout as exc:  # something holds the path but does not answer: not ours to trust
             sock.close()
             raise FabricRefused(f"refusing the datadist-sim fabric at {where.path}: {exc}") from None
         except (OSError, ChannelClosed) as exc:

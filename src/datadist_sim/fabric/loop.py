@@ -1,10 +1,13 @@
-"""The fabric's connections: one selector thread for all of them, and a pool of threads for the calls.
+"""The fabric's connections: one selector for all of them, and a pool of threads for the calls.
 
-A connection costs a file descriptor, not a thread. The selector thread accepts (refusing at once a peer
-of another uid), waits for each new connection's ``HELLO`` without a thread, drops one that says nothing
-within ``HELLO_WAIT_S``, and reads every authenticated connection's frames: a reply wakes the fabric
-thread waiting for it, a request goes to the ``WorkerPool``. Only the handshake of a peer that spoke and
-the calls themselves run on pool threads, so a flood of idle or half-open connections delays nobody.
+A connection costs a file descriptor, not a thread. One pool thread at a time, the *leader*, waits on
+the selector: it accepts (refusing at once a peer of another uid), waits for each new connection's
+``HELLO`` without a thread, drops one that says nothing within ``HELLO_WAIT_S``, and reads every
+authenticated connection's frames (a reply wakes the fabric thread waiting for it). When requests
+arrive, the leader hands the selector to an idle pool thread and answers the first request itself
+(leader/follower): a call costs one wake-up in the fabric, as a plain ping-pong does, not a hand-off to
+another thread. Only the handshake of a peer that spoke and the calls themselves occupy threads, so a
+flood of idle or half-open connections delays nobody.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import functools
 import logging
 import os
 import selectors
@@ -101,11 +105,22 @@ class Connection(Endpoint):
         self._pool = pool
         self.buffer = bytearray()
 
+    def bind(
+        self,
+        handler: Handler,
+        *,
+        dumps: Callable[[Any], bytes],
+        loads: Callable[[bytes], Any],
+        on_close: Optional[Callable[[], None]],
+    ) -> None:
+        """Serve this connection for a session from now on (its first request named the session)."""
+        self._handler, self._dumps, self._loads, self._on_close = handler, dumps, loads, on_close
+
     def _send_bytes(self, data: bytes) -> None:
         send_nonblocking(self._sock, data, SEND_TIMEOUT_S)
 
     def _run(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
-        self._pool.submit(lambda: self.answer(rid, kind, payload))
+        self._pool.submit(functools.partial(self.answer, rid, kind, payload))
 
     @property
     def sock(self) -> socket.socket:
@@ -144,6 +159,9 @@ class SelectorLoop:
         self._pending: Dict[int, _Pending] = {}
         self._conns: Dict[int, Connection] = {}
         self._stopped = threading.Event()
+        self._finished = threading.Event()
+        self._on_tick: Callable[[], bool] = lambda: True
+        self._next_tick = 0.0
         self.refused_uid = 0
         """Connections refused because their peer was another user (for tests and the log)."""
 
@@ -160,25 +178,42 @@ class SelectorLoop:
         return len(self._pending)
 
     def run(self, on_tick: Callable[[], bool]) -> None:
-        """Serve until ``stop()`` or until ``on_tick()`` (called every ``TICK_S``) returns False."""
+        """Serve until ``stop()`` or until ``on_tick()`` (called every ``TICK_S``) returns False; the
+        calling thread only waits (the pool's threads lead in turn)."""
         self._listener.setblocking(False)
         self._selector.register(self._listener, selectors.EVENT_READ, "accept")
         self._selector.register(self._waker, selectors.EVENT_READ, "wake")
-        next_tick = time.monotonic() + TICK_S
-        try:
-            while not self._stopped.is_set():
-                for key, _ in self._selector.select(max(0.0, next_tick - time.monotonic())):
-                    self._ready(key.data, key.fd)
-                now = time.monotonic()
-                if now >= next_tick:
-                    next_tick = now + TICK_S
-                    self._expire(now)
-                    if not on_tick():
-                        break
-        finally:
-            self._close_all()
+        self._on_tick = on_tick
+        self._next_tick = time.monotonic() + TICK_S
+        self._pool.submit(self._lead)
+        while not self._finished.wait(TICK_S):
+            pass
 
-    def _ready(self, data: Union[str, _Pending, Connection], fd: int) -> None:
+    def _lead(self) -> None:
+        """Wait on the selector until requests come; then hand the selector on and answer one."""
+        work: List[Tuple[Connection, int, str, Tuple[Any, ...]]] = []
+        while not work:
+            if self._stopped.is_set():
+                self._close_all()
+                return
+            try:
+                for key, _ in self._selector.select(max(0.0, self._next_tick - time.monotonic())):
+                    self._ready(key.data, key.fd, work)
+                now = time.monotonic()
+                if now >= self._next_tick:
+                    self._next_tick = now + TICK_S
+                    self._expire(now)
+                    if not self._on_tick():
+                        self._stopped.set()
+            except Exception:  # the selector must keep a leader whatever happens
+                _log.exception("fabric: unexpected error serving connections")
+        self._pool.submit(self._lead)  # the next leader: an idle thread, already waiting
+        for conn, rid, kind, payload in work[1:]:
+            self._pool.submit(functools.partial(conn.answer, rid, kind, payload))
+        conn, rid, kind, payload = work[0]
+        conn.answer(rid, kind, payload)
+
+    def _ready(self, data: Union[str, _Pending, Connection], fd: int, work: List[Any]) -> None:
         if data == "accept":
             self._accept()
         elif data == "wake":
@@ -191,7 +226,7 @@ class SelectorLoop:
         elif isinstance(data, _Pending):
             self._read_hello(fd, data)
         elif isinstance(data, Connection):
-            self._read(fd, data)
+            self._read(fd, data, work)
 
     def _watch(self, fd: int, data: Union[_Pending, Connection]) -> None:
         if fd < 0:
@@ -277,7 +312,7 @@ class SelectorLoop:
 
     # -- authenticated connections -----------------------------------------------------------------
 
-    def _read(self, fd: int, conn: Connection) -> None:
+    def _read(self, fd: int, conn: Connection, work: List[Any]) -> None:
         buffer = conn.buffer
         need = HEADER.size
         if len(buffer) >= HEADER.size:
@@ -297,13 +332,17 @@ class SelectorLoop:
         buffer += data
         try:
             for frame in _frames(buffer):
-                conn.receive(frame)
+                request = conn.take(frame)
+                if request is not None:
+                    work.append((conn, *request))
         except Exception as exc:  # an undecodable frame: this connection is not trusted
             _log.warning("fabric: dropping a connection after a bad frame: %r", exc)
             self._forget(fd)
             conn.close()
 
     def _close_all(self) -> None:
+        if self._finished.is_set():
+            return
         for fd in list(self._pending):
             self._drop_pending(fd)
         for fd, conn in list(self._conns.items()):
@@ -312,6 +351,7 @@ class SelectorLoop:
         self._selector.close()
         self._waker.close()
         self._wake_in.close()
+        self._finished.set()
 
 
 def _frames(buffer: bytearray) -> List[bytes]:

@@ -34,7 +34,7 @@ from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
 from datadist_sim.fabric.session import STALE as STALE_HANDLE
 from datadist_sim.fabric.session import Session, by_handle_types, calling_session
 from datadist_sim.fabric.shm import SharedAddressSpace, reclaim_stale
-from datadist_sim.fabric.wire import private_directory
+from datadist_sim.fabric.wire import make_loads, private_directory
 
 _log = logging.getLogger("datadist_sim.fabric")
 
@@ -161,17 +161,37 @@ class FabricServer:
                 os.unlink(extra)
 
     def _admit(self, sock: socket.socket, pid: int) -> Connection:
-        with self._lock:
-            self._count += 1
-            session = Session(self, sock, self._count)
-            session.pid = pid
-            self.sessions.add(session)
-        return session.channel
+        """A connection that passed the handshake: its first request says whether it is a new process
+        (``hello``: a session begins) or another connection of one (``attach`` with the session's key)."""
+
+        def first(kind: str, payload: Tuple[Any, ...]) -> Any:
+            return self._first(conn, pid, kind, payload)
+
+        conn = Connection(sock, first, self.pool, dumps=_plain_dumps, loads=make_loads(_no_reference))
+        return conn
+
+    def _first(self, conn: Connection, pid: int, kind: str, payload: Tuple[Any, ...]) -> Any:
+        if kind == "hello":
+            with self._lock:
+                self._count += 1
+                session = Session(self, conn, self._count)
+                session.pid = pid
+                self.sessions.add(session)
+            return {"seed": self.world.seed, "pid": os.getpid(), "key": session.key}
+        if kind == "attach":
+            with self._lock:
+                found = [s for s in self.sessions if s.key == payload[0] and s.pid == pid]
+            if not found:
+                raise RuntimeError("no such process in this fabric")
+            found[0].attach(conn)
+            return True
+        raise RuntimeError(f"a connection must begin with hello or attach, not {kind!r}")
 
     def session_lost(self, session: Session) -> None:
         """A client process is gone: kill every cluster it still ran, forget its memory."""
         with self._lock:
             self.sessions.discard(session)
+        session.close_calls()
         self.raw.drop(session)
         with self.world.lock:
             lost = list(session.clusters)
@@ -240,9 +260,6 @@ class FabricServer:
             from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 
             return session.handle_of(LLMDataDist(*payload))
-        if kind == "hello":
-            session.pid = int(payload[0])
-            return {"seed": self.world.seed, "pid": os.getpid()}
         if kind == "fn" and payload[0] == "coverage":
             return session.coverage.as_dict()
         if kind == "fn":
@@ -331,3 +348,15 @@ def _raise_file_limit() -> None:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     del soft
+
+
+def _plain_dumps(message: Any) -> bytes:
+    import pickle
+
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _no_reference(pid: Any) -> Any:
+    import pickle
+
+    raise pickle.UnpicklingError("no object handles before hello or attach")

@@ -7,9 +7,9 @@ import contextlib
 import io
 import itertools
 import pickle
-import socket
+import secrets
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def by_handle_types() -> Tuple[type, ...]:
 class Session:
     """One client process: its connection, the objects it holds handles to, the clusters it runs."""
 
-    def __init__(self, server: FabricServer, sock: socket.socket, number: int) -> None:
+    def __init__(self, server: FabricServer, channel: Connection, number: int) -> None:
         self.server = server
         self.number = number
         self.pid = 0
@@ -72,14 +72,31 @@ class Session:
         """Clusters that were still initialised when the process was lost."""
         self.coverage = CodeCoverage()
         """The status codes this process's calls received (``exec --coverage`` fetches them)."""
-        self.channel = Connection(
-            sock,
+        self.key = secrets.token_hex(16)
+        """What the process's further connections present to join this session (``attach``)."""
+        self.channel = channel
+        """The first connection: the fabric's requests to the process go here; its loss is the process's."""
+        self._calls: List[Connection] = []
+        self.attach(channel, main=True)
+
+    def attach(self, conn: Connection, *, main: bool = False) -> None:
+        """Serve ``conn`` for this process: its calls arrive on it (a client calls on connections of its
+        own and reads each reply itself)."""
+        conn.bind(
             self._handle,
-            server.pool,
             dumps=self._dumps,
             loads=make_loads(self._persistent_load),
-            on_close=self._closed,
+            on_close=self._closed if main else None,
         )
+        if not main:
+            with self._lock:
+                self._calls.append(conn)
+
+    def close_calls(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, []
+        for conn in calls:
+            conn.close()
 
     # -- handles -------------------------------------------------------------------------------------
 

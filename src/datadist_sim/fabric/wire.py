@@ -171,15 +171,19 @@ class _Frames:
         return recv_exact(self._sock, length)
 
 
-def client_handshake(sock: socket.socket, token: str) -> None:
-    """Prove to the fabric that we know the token, then have it prove the same; ``FabricRefused`` if it
-    cannot (or does not answer within ``HANDSHAKE_TIMEOUT_S`` per step)."""
-    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+def client_handshake(sock: socket.socket, token: str, timeout: Optional[float] = None) -> None:
+    """Prove to the fabric that we know the token, then have it prove the same: ``FabricRefused`` if
+    it cannot, ``ChannelTimeout`` if it does not answer within ``timeout`` (``HANDSHAKE_TIMEOUT_S``)
+    per step, ``ChannelClosed`` if it goes away."""
+    wait = HANDSHAKE_TIMEOUT_S if timeout is None else timeout
+    sock.settimeout(wait)
     frames: Any = _Frames(sock)  # duck-typed: the handshake only sends and receives bytes
     try:
         send_frame(sock, HELLO)
         answer_challenge(frames, token.encode())  # the order of multiprocessing's Client
         deliver_challenge(frames, token.encode())
+    except socket.timeout:
+        raise ChannelTimeout(f"no answer to the fabric handshake within {wait:g} s") from None
     except (ChannelClosed, ConnectionError) as exc:  # it went away: a fabric closing as we came
         raise ChannelClosed(f"the fabric closed the connection during the handshake ({exc})") from None
     except Exception as exc:  # whatever it is, this is not our fabric
