@@ -76,6 +76,31 @@ def test_shrunk_run_fails_again_when_replayed_from_its_scenario_file(
     assert main(["explore", CAREFUL, "--replay", str(path)]) == 0
 
 
+def test_trace_option_writes_the_replayed_run_with_pid_expanded(buggy_outcome: Any, tmp_path: Path) -> None:
+    import os
+
+    from datadist_sim import read_trace
+    from datadist_sim.explore.report import write_scenario
+
+    path = write_scenario(tmp_path, BUGGY, buggy_outcome.shrunk)
+    template = tmp_path / "t-{pid}.jsonl"
+    assert main(["explore", BUGGY, "--replay", str(path), "--trace", str(template)]) == 1
+    written = tmp_path / f"t-{os.getpid()}.jsonl"
+    events = read_trace(written)
+    assert any(e.kind == "call" and e.op == "pull_cache" for e in events)
+    assert any(e.op.startswith("fault.") and e.outcome == "fired" for e in events)  # the shrunk rule
+
+
+def test_trace_option_writes_the_baseline_when_nothing_fails(tmp_path: Path) -> None:
+    from datadist_sim import read_trace
+
+    out = tmp_path / "base.jsonl"
+    assert main(["explore", CAREFUL, "--runs", "2", "--workers", "1", "--trace", str(out)]) == 0
+    events = read_trace(out)
+    assert any(e.kind == "call" and e.op == "pull_cache" for e in events)
+    assert not any(e.op.startswith("fault.") for e in events)  # the fault-free baseline
+
+
 def test_scenario_file_loads_into_a_running_world_which_keeps_its_own_seed(
     buggy_outcome: Any, tmp_path: Path
 ) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from datadist_sim._install import installed
 from datadist_sim._progress import Progress
 from datadist_sim.explore.executor import ENGINES, EngineError
-from datadist_sim.explore.run import SIM_LIMIT_S, WALL_LIMIT_S, Limits, run_one
+from datadist_sim.explore.run import SIM_LIMIT_S, WALL_LIMIT_S, Limits, RunResult, run_one
 from datadist_sim.explore.schedule import parse_kinds
 from datadist_sim.explore.search import Options, explore
 
@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--replay", type=Path, metavar="FILE", help="run the target once under FILE's rules")
     parser.add_argument("--json", action="store_true", help="machine-readable report")
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="JSON-lines trace of the run reported: the replay, else the shrunk failure, else the baseline "
+        "({pid} expands to the process id)",
+    )
     parser.add_argument(
         "--systematic",
         action=argparse.BooleanOptionalAction,
@@ -89,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     path = None
     if outcome.shrunk is not None:
         path = report.write_scenario(args.out, args.target, outcome.shrunk)
+    if args.trace:
+        # Runs are deterministic from their seed and rules, so one more run of the reported schedule
+        # writes exactly the trace that run had (workers may be other processes, or other machines).
+        shown = outcome.shrunk if outcome.shrunk is not None else outcome.baseline
+        _traced_run(args.trace, target, shown.seed, shown.schedule, limits)
     if args.json:
         print(json.dumps(report.as_json(outcome, args.target, path), indent=2))
     else:
@@ -106,7 +117,11 @@ def _replay(args: argparse.Namespace, target: Any, limits: Limits) -> int:
     except (ValueError, OSError) as exc:
         return _usage(f"--replay {args.replay}: {exc}")
     seed = scenario.seed if scenario.seed is not None else args.seed
-    result = run_one(target, 0, seed, [dict(s) for s in scenario.rule_specs], limits)
+    schedule = [dict(s) for s in scenario.rule_specs]
+    if args.trace:
+        result = _traced_run(args.trace, target, seed, schedule, limits)
+    else:
+        result = run_one(target, 0, seed, schedule, limits)
     if args.json:
         out = {"scenario": str(args.replay), "seed": seed, "failed": result.failed}
         out.update(signature=result.signature, failure=result.failure, trace_tail=result.trace_tail)
@@ -116,6 +131,14 @@ def _replay(args: argparse.Namespace, target: Any, limits: Limits) -> int:
     else:
         print(f"{args.replay}: the target passes under its {len(scenario.rule_specs)} rule(s) (seed {seed})")
     return 1 if result.failed else 0
+
+
+def _traced_run(template: str, target: Any, seed: int, schedule: Any, limits: Limits) -> RunResult:
+    """One run of ``schedule`` with its whole trace streamed to ``--trace``'s file."""
+    from datadist_sim._world.trace import open_trace_sink
+
+    with installed(force=True), open_trace_sink(template) as sink:
+        return run_one(target, 0, seed, schedule, limits, trace_sink=sink)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

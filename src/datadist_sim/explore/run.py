@@ -17,7 +17,7 @@ import traceback
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import IO, Any, Callable, Dict, List, Optional
 
 from datadist_sim._install import installed
 from datadist_sim._world.clock import VirtualClock, Wake
@@ -115,12 +115,19 @@ def describe(exc: BaseException) -> str:
 
 
 def run_one(
-    target: Target, index: int, seed: int, schedule: Schedule, limits: Limits, world_out: Any = None
+    target: Target,
+    index: int,
+    seed: int,
+    schedule: Schedule,
+    limits: Limits,
+    world_out: Any = None,
+    trace_sink: Optional[IO[str]] = None,
 ) -> RunResult:
-    """Run ``target`` once on a fresh world seeded ``seed`` with ``schedule`` in its plan."""
+    """Run ``target`` once on a fresh world seeded ``seed`` with ``schedule`` in its plan (its whole
+    trace streamed to ``trace_sink`` when one is given: ``explore --trace``)."""
     clock = BoundedClock(limits.sim_limit_s, limits.wall_limit_s)
     config = None if limits.config is None else copy.deepcopy(limits.config)
-    world = SimWorld(seed=seed, clock=clock, config=config)
+    world = SimWorld(seed=seed, clock=clock, config=config, trace_sink=trace_sink)
     result = RunResult(index, seed, schedule)
     rules = [rule_from_spec(spec) for spec in schedule]
     if world_out is not None:
