@@ -70,6 +70,9 @@ class CacheEntry:
     pool: Optional[MemoryPool]
     keys: Set[EngineKey] = field(default_factory=set)
     released: bool = False
+    req_at: Dict[int, EngineKey] = field(default_factory=dict)
+    """The request key bound to each batch index (at most one): a pull by cache id finds the key it
+    consumes without scanning ``keys`` (a cache may carry thousands)."""
 
     @property
     def batch_bytes(self) -> int:
@@ -149,6 +152,8 @@ class NodeCaches:
         for ek, index in bound:
             self.key_table[ek] = (entry.cache_id, index)
             entry.keys.add(ek)
+            if ek[0] == "req":
+                entry.req_at[index] = ek
             if self.legacy_codes:
                 self.completed.pop(ek, None)
         self.caches[entry.cache_id] = entry
@@ -221,6 +226,7 @@ class NodeCaches:
         for ek in list(entry.keys):
             self.key_table.pop(ek, None)
         entry.keys.clear()
+        entry.req_at.clear()
         self.caches.pop(entry.cache_id, None)
         if entry.registered:
             self.ledger.unregister(entry.cache_id)
@@ -265,7 +271,9 @@ class NodeCaches:
             self._drop_key(entry, ek)
 
     def _drop_key(self, entry: CacheEntry, ek: EngineKey) -> None:
-        self.key_table.pop(ek, None)
+        found = self.key_table.pop(ek, None)
+        if found is not None and entry.req_at.get(found[1]) == ek:
+            del entry.req_at[found[1]]
         entry.keys.discard(ek)
         if entry.released and not entry.keys:
             self._free(entry)
@@ -297,11 +305,7 @@ class NodeCaches:
                 raise SimError(
                     _NOT_EXIST, f"batch_index {batch_index} >= batch size {entry.batch_size} of {cache_id}"
                 )
-            consume = next(
-                (k for k in entry.keys if k[0] == "req" and self.key_table.get(k) == (cache_id, batch_index)),
-                None,
-            )
-            return entry, batch_index, consume
+            return entry, batch_index, entry.req_at.get(batch_index)
         found = self.key_table.get(ek)
         if found is None:
             raise SimError(self._missing_code(ek), f"remote cache key {ek} does not exist")

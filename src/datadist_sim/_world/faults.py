@@ -286,6 +286,11 @@ class FaultPlan:
         with self._lock:
             return list(self._rules)
 
+    @property
+    def idle(self) -> bool:
+        """No rule is loaded: no call or transfer can meet a fault (the transfers' fast path)."""
+        return not self._rules
+
     def fired(self, rule: Fault) -> int:
         """How many times ``rule`` has fired."""
         with self._lock:

@@ -11,7 +11,7 @@ import json
 import os
 import threading
 from collections import Counter, deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -54,20 +54,65 @@ def open_trace_sink(template: Union[str, Path], mode: str = "w") -> IO[str]:
     return open(expand_trace_path(template), mode, encoding="utf-8", buffering=1)
 
 
-@dataclass(frozen=True)
-class TraceEvent:
-    """One call or world event: when, on which cluster, what, with which arguments, how it ended."""
+_FIELDS = ("time", "cluster_id", "op", "outcome", "detail", "args", "kind")
 
-    time: float
-    cluster_id: Optional[int]
-    op: str
-    outcome: str
-    detail: str = ""
-    args: str = ""
-    kind: str = "event"
+
+class TraceEvent:
+    """One call or world event: when, on which cluster, what, with which arguments, how it ended.
+
+    ``args`` may be given as any object whose ``str()`` is the arguments in short (the face passes its
+    arguments unformatted): it is formatted the first time someone reads it, so recording a call costs
+    no formatting (issue 15). Read-only after construction, compared and hashed by its fields.
+    """
+
+    __slots__ = ("_args", "cluster_id", "detail", "kind", "op", "outcome", "time")
+
+    def __init__(
+        self,
+        time: float,
+        cluster_id: Optional[int],
+        op: str,
+        outcome: str,
+        detail: str = "",
+        args: object = "",
+        kind: str = "event",
+    ) -> None:
+        self.time = time
+        self.cluster_id = cluster_id
+        self.op = op
+        self.outcome = outcome
+        self.detail = detail
+        self._args = args
+        self.kind = kind
+
+    @property
+    def args(self) -> str:
+        args = self._args
+        if type(args) is not str:
+            args = self._args = str(args)
+        return args
+
+    def as_dict(self) -> Dict[str, object]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def _key(self) -> Tuple[object, ...]:
+        return tuple(getattr(self, name) for name in _FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TraceEvent) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS)
+        return f"TraceEvent({inner})"
+
+    def __reduce__(self) -> Tuple[object, Tuple[object, ...]]:
+        return (TraceEvent, self._key())  # formatted: the face's argument objects never travel
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(self.as_dict(), sort_keys=True)
 
     def __str__(self) -> str:
         where = "-" if self.cluster_id is None else str(self.cluster_id)

@@ -345,10 +345,11 @@ class SimWorld:
         outcome: str,
         detail: str = "",
         *,
-        args: str = "",
+        args: object = "",
         kind: str = "event",
     ) -> None:
-        """Trace one API call (``kind="call"``, from the face) or world event."""
+        """Trace one API call (``kind="call"``, from the face) or world event. ``args`` is formatted
+        (``str``) when the trace is read."""
         event = TraceEvent(self.clock.now(), cluster_id, op, outcome, detail, args, kind)
         self.trace.record(event)
         _log.world_event(event)

@@ -15,9 +15,11 @@ from datadist_sim.llm_datadist import (
     Cache,
     CacheKey,
     CacheKeyByIdAndIndex,
+    KvCache,
     LLMClusterInfo,
     LLMRole,
     LLMStatusCode,
+    Placement,
 )
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import check_int64, check_isinstance, check_uint32
@@ -50,7 +52,7 @@ CLOCK = time.process_time
 count against the simulator (every baseline is timed with the same clock)."""
 
 
-def best_of(repeat: int, action: Callable[[], None], inner: int = 1) -> float:
+def best_of(repeat: int, action: Callable[[], object], inner: int = 1) -> float:
     """Seconds per call: the best of ``repeat`` timings of ``inner`` calls each (after a warm-up)."""
     action()
     best = float("inf")
@@ -66,14 +68,19 @@ DECODE_ID = 100_000
 LINK_BATCH = 16
 
 
-def validate_like_pull_cache(cache_key: Any, cache: Any, batch_index: int = 0, size: int = -1) -> Any:
-    """The argument checks of ``CacheManager.pull_cache``, in its order, with the same helpers; then
-    return the packed key instead of calling the engine. The control-plane baseline."""
+def validate_like_pull_cache(
+    cache_key: Any, cache: Any, batch_index: int = 0, size: int = -1, v1: bool = False
+) -> Any:
+    """The argument checks of ``CacheManager.pull_cache`` (or, ``v1``, ``KvCacheManager.pull_cache``),
+    in its order, with the same helpers; then return the packed key instead of calling the engine."""
     check_isinstance("cache_key", cache_key, [CacheKey, CacheKeyByIdAndIndex])
-    check_isinstance("cache", cache, Cache)
+    check_isinstance("cache", cache, KvCache if v1 else Cache)
+    if v1:
+        raise_if_true(cache.cache_desc.placement == Placement.HOST, "Only support device cache")
     check_uint32("batch_index", batch_index)
     check_int64("size", size)
-    raise_if_true(cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
+    if not v1:
+        raise_if_true(cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
     raise_if_false(size == -1 or size > 0, "size ({0}) is invalid", size)
     check_uint32("tensor_num_per_layer", 2)
     if isinstance(cache_key, CacheKey):
@@ -100,19 +107,22 @@ def _endpoint(prompt_id: int) -> tuple[str, int]:
 class Pair:
     """``with Pair(prompts=P) as pair:`` a world with P Prompts and one Decode linked to all of them."""
 
-    def __init__(self, *, prompts: int = 1, backed: bool = True, pool_bytes: int = 1 << 28) -> None:
+    def __init__(
+        self, *, prompts: int = 1, backed: bool = True, pool_bytes: int = 1 << 28, v1: bool = False
+    ) -> None:
         config = SimConfig(metadata_only=not backed, max_links=max(512, prompts))
         self.world = SimWorld(seed=0, config=config, trace_size=10_000)
         self._scope = activate(self.world)
-        self._prompts_n, self._pool = prompts, pool_bytes
+        self._prompts_n, self._pool, self.v1 = prompts, pool_bytes, v1
         self.prompts: List[LLMDataDist] = []
 
     def _start(self, role: LLMRole, cluster_id: int, listen: bool) -> LLMDataDist:
-        opts = {
-            "ge.exec.deviceId": "0",
-            "llm.EnableCacheManager": "1",
-            "llm.MemPoolConfig": json.dumps({"memory_size": self._pool, "page_shift": 16}),
-        }
+        opts = {"ge.exec.deviceId": "0"}
+        if self.v1:  # the KvCacheManager (no cache manager option); its pool is flowGraphMemMaxSize
+            opts.update({"ge.flowGraphMemMaxSize": str(self._pool), "llm.MemUtilization": "1.0"})
+        else:
+            opts["llm.EnableCacheManager"] = "1"
+            opts["llm.MemPoolConfig"] = json.dumps({"memory_size": self._pool, "page_shift": 16})
         if listen:
             opts["llm.listenIpInfo"] = "{}:{}".format(*_endpoint(cluster_id))
         dd = LLMDataDist(role, cluster_id)
@@ -136,11 +146,11 @@ class Pair:
 
     @property
     def prompt_cm(self) -> Any:
-        return self.prompts[0].cache_manager
+        return self.prompts[0].kv_cache_manager if self.v1 else self.prompts[0].cache_manager
 
     @property
     def decode_cm(self) -> Any:
-        return self.decode.cache_manager
+        return self.decode.kv_cache_manager if self.v1 else self.decode.cache_manager
 
     def __exit__(
         self, kind: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]

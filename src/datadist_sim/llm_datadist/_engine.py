@@ -8,11 +8,10 @@ validation: fault rules of the plain calls act there, and a ``SimError`` leaves 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Tuple, Type, TypeVar
 
 from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._world.errors import SimError
@@ -29,14 +28,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 _DOOR_ACTIONS = ("fail", "delay", "timeout")
 
 
-@dataclass
 class CallScope:
     """The public call being served: its world, calling cluster and operation name."""
 
-    world: SimWorld
-    node: Optional[ClusterNode]
-    op: str
-    door_checked: bool = False
+    __slots__ = ("door_checked", "node", "op", "world")
+
+    def __init__(self, world: SimWorld, node: Optional[ClusterNode], op: str) -> None:
+        self.world = world
+        self.node = node
+        self.op = op
+        self.door_checked = False
 
 
 _SCOPE: ContextVar[Optional[CallScope]] = ContextVar("datadist_sim_call", default=None)
@@ -53,7 +54,8 @@ def api_call(method: F) -> F:
         if world is None or _SCOPE.get() is not None:
             return method(self, *args, **kwargs)
         world.touch()
-        token = _SCOPE.set(CallScope(world, getattr(self, "_node", None), op))
+        node = getattr(self, "_node", None)
+        token = _SCOPE.set(CallScope(world, node, op))
         op_token = enter_op(op)
         outcome, detail = "LLM_SUCCESS", ""
         try:
@@ -69,9 +71,9 @@ def api_call(method: F) -> F:
         finally:
             leave_op(op_token)
             _SCOPE.reset(token)
-            node = getattr(self, "_node", None)
+            node = getattr(self, "_node", node)  # init/finalize may have replaced it
             cluster = None if node is None else node.cluster_id
-            world.record(cluster, op, outcome, detail, args=short_args(args, kwargs), kind="call")
+            world.record(cluster, op, outcome, detail, args=deferred_args(args, kwargs), kind="call")
 
     return wrapper  # type: ignore[return-value]
 
@@ -88,8 +90,72 @@ def _result_outcome(result: object) -> tuple[str, str]:
     return "LLM_SUCCESS", name if isinstance(name, str) else ""
 
 
+class _Args:
+    """A call's arguments as the trace keeps them: ``short_args`` formats them when someone reads the
+    trace, not on the call's path (issue 15). Only values that cannot change afterwards are kept as they
+    are (``_KEPT``); any other is reduced on the call (``_freeze``), so a late read shows the call."""
+
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+        self.args = args
+        self.kwargs = kwargs
+
+    def __str__(self) -> str:
+        return short_args(self.args, self.kwargs)
+
+
+class _Shown:
+    """An argument already reduced to its short form (a mutable or unknown value)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_KEPT_NAMES = ("CacheKey", "CacheKeyByIdAndIndex", "BlocksCacheKey", "Cache")
+"""Face types whose short form cannot change after the call (read-only ids; ``Cache`` has no
+``__del__``, so keeping one in the trace frees nothing later than it would be freed)."""
+_KEPT: FrozenSet[type] = frozenset({int, str, float, bool, type(None)})
+
+
+def _kept_types() -> FrozenSet[type]:
+    """``_KEPT`` with the face's own types, imported on first use (they import this module)."""
+    global _KEPT
+    from datadist_sim.llm_datadist.v2 import _caches, _keys
+
+    extra = {getattr(_keys, n, None) or getattr(_caches, n) for n in _KEPT_NAMES}
+    _KEPT = _KEPT | {t for t in extra if isinstance(t, type)}
+    return _KEPT
+
+
+def _freeze(value: object) -> object:
+    if type(value) in _KEPT:
+        return value
+    name = type(value).__name__
+    cache_id = getattr(value, "cache_id", None) if name == "KvCache" else None
+    if isinstance(cache_id, int):  # a KvCache frees itself on garbage collection: keep only its id
+        return _Shown(f"KvCache({cache_id})")
+    return _Shown(short(value))
+
+
+def deferred_args(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> object:
+    """What ``api_call`` hands the trace as a call's arguments: formatted when read."""
+    kept = _KEPT if len(_KEPT) > 5 else _kept_types()
+    for value in args:
+        if type(value) not in kept:
+            args = tuple(_freeze(v) for v in args)
+            break
+    if kwargs:
+        kwargs = {k: _freeze(v) for k, v in kwargs.items()}
+    return _Args(args, kwargs)
+
+
 def _compact(value: object) -> Optional[str]:
     """Short forms of the face's own objects (keys by their ids, caches by id, descs by shape)."""
+    if type(value) is _Shown:
+        return value.text
     name = type(value).__name__
     if name in ("CacheKey", "CacheKeyByIdAndIndex", "BlocksCacheKey"):
         parts = []
@@ -158,13 +224,38 @@ def _door_faults(scope: CallScope) -> None:
             raise SimError(code, f"timed out (fault rule {rule.name!r})")
 
 
-@contextlib.contextmanager
-def engine_call(func_name: str, other_info: object) -> Iterator[None]:
-    """One engine call: fault rules of the call act, then a ``SimError`` leaves as ``LLMException``."""
-    try:
+class _EngineCall:
+    """The context of ``engine_call`` (a plain class: a generator-based context manager costs a few
+    µs on every pull)."""
+
+    __slots__ = ("func_name", "other_info")
+
+    def __init__(self, func_name: str, other_info: object) -> None:
+        self.func_name = func_name
+        self.other_info = other_info
+
+    def __enter__(self) -> None:
         scope = _SCOPE.get()
         if scope is not None:
-            _door_faults(scope)
-        yield
-    except SimError as exc:
-        handle_llm_status(exc.code, func_name, f"{other_info} ({exc.message})")
+            try:
+                _door_faults(scope)
+            except SimError as exc:
+                self._raise(exc)
+
+    def __exit__(
+        self, kind: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        if isinstance(exc, SimError):
+            self._raise(exc)
+
+    def _raise(self, exc: SimError) -> None:
+        info = self.other_info
+        if isinstance(info, tuple):  # ("format", arg, ...): formatted only on failure
+            info = info[0].format(*info[1:])
+        handle_llm_status(exc.code, self.func_name, f"{info} ({exc.message})")
+
+
+def engine_call(func_name: str, other_info: object) -> _EngineCall:
+    """One engine call: fault rules of the call act, then a ``SimError`` leaves as ``LLMException``.
+    ``other_info`` may be a tuple ``(format, arg, ...)``, formatted only if the call fails."""
+    return _EngineCall(func_name, other_info)

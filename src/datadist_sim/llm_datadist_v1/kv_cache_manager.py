@@ -191,7 +191,7 @@ class KvCacheManager:
             -1,
             tensor_num_per_layer,
         )
-        with engine_call("[pull_blocks]", f"prompt_cache_key = {prompt_cache_key}"):
+        with engine_call("[pull_blocks]", ("prompt_cache_key = {}", prompt_cache_key)):
             transfer.pull(
                 self._world,
                 self._node,
@@ -254,7 +254,7 @@ class KvCacheManager:
             dst_off,
             tensor_num_per_layer,
         )
-        with engine_call("[pull_cache]", f"cache_key = {cache_key}"):
+        with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
             transfer.pull(self._world, self._node, kv_cache.cache_id, packed, params, blocks=False)
 
     # -- local copies --------------------------------------------------------------------------------

@@ -294,7 +294,7 @@ class CacheManager(LocalCacheOps, PushOps):
             -1,
             tensor_num_per_layer,
         )
-        with engine_call("[pull_blocks]", f"src_cache_key = {src_cache_key}"):
+        with engine_call("[pull_blocks]", ("src_cache_key = {}", src_cache_key)):
             transfer.pull(self._world, self._node, dst_cache.cache_id, packed, params, blocks=True)
         _log.info("[pull_blocks] success")
 
@@ -349,7 +349,7 @@ class CacheManager(LocalCacheOps, PushOps):
             -1,
             tensor_num_per_layer,
         )
-        with engine_call("[pull_cache]", f"cache_key = {cache_key}"):
+        with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
             transfer.pull(self._world, self._node, cache.cache_id, packed, params, blocks=False)
         _log.info("[pull_cache] success")
 
