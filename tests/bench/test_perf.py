@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from datadist_sim.bench import main, perf, perf_scale
+from datadist_sim.bench.perf_lean import LeanPull, validate_plain
 from datadist_sim.bench.perf_setup import Figure, Pair, validate_like_pull_cache
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, CacheKeyByIdAndIndex, DataType, LLMException
 
@@ -32,6 +33,43 @@ def test_baseline_rejects_what_pull_cache_rejects(key: object, batch_index: int,
             validate_like_pull_cache(key, dst, batch_index)
         with pytest.raises(error):
             pair.decode_cm.pull_cache(key, dst, batch_index)
+
+
+@pytest.mark.parametrize("v1", [False, True])
+@pytest.mark.parametrize(
+    ("key", "batch_index", "size"), [("not a key", 0, -1), (None, -1, -1), (None, 2**32, -1), (None, 0, 0)]
+)
+def test_plain_checks_and_lean_model_reject_what_pull_cache_rejects(
+    v1: bool, key: object, batch_index: int, size: int
+) -> None:
+    with Pair(backed=False, v1=v1) as pair:
+        src, dst = pair.prompt_cm.allocate_cache(DESC), pair.decode_cm.allocate_cache(DESC)
+        key = key if key is not None else CacheKeyByIdAndIndex(1, src.cache_id, 0)
+        with pytest.raises((TypeError, ValueError, LLMException)):
+            pair.decode_cm.pull_cache(key, dst, batch_index, size)
+        with pytest.raises((TypeError, ValueError, LLMException)):
+            validate_plain(key, dst, batch_index, size, v1)
+        with pytest.raises((TypeError, ValueError, LLMException)):
+            LeanPull(128, v1=v1).pull_cache(key, dst, batch_index, size)
+
+
+@pytest.mark.parametrize("v1", [False, True])
+def test_lean_model_moves_bytes_advances_its_clock_consumes_keys_and_traces_once(v1: bool) -> None:
+    with Pair(backed=False, v1=v1) as pair:
+        dst = pair.decode_cm.allocate_cache(DESC)
+        lean = LeanPull(128, v1=v1)
+        lean.src_caches[1][0][:] = 7
+        lean.req_at[(1, 0)] = ("req", 5, 0)
+        lean.key_table[("req", 5, 0)] = (1, 0)
+        lean.pull_cache(CacheKeyByIdAndIndex(1, 1, 0), dst, 0)
+        assert (lean.dst_caches[dst.cache_id] == 7).all()
+        assert lean.now > 0
+        assert not lean.key_table
+        assert not lean.req_at
+        assert len(lean.trace) == 1
+        with pytest.raises(LLMException):
+            lean.pull_cache(CacheKey(1, req_id=5), dst, 0)
+        assert len(lean.trace) == 2
 
 
 def test_baseline_accepts_what_pull_cache_accepts_and_packs_the_key() -> None:
@@ -83,10 +121,11 @@ def test_bench_perf_command_prints_figures_and_writes_json(
     monkeypatch.setattr(perf, "cross_process", lambda quick: [Figure("crossproc", "stub", 1.0, "µs")])
     assert main(["perf", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "| control | simulated pulls per wall second |" in out
+    assert "| control | v2 CacheManager: simulated pulls per CPU second |" in out
+    assert "| control | v1 KvCacheManager: pull_cache of a 512 B cache by id |" in out
     assert "| data | pull_cache of 16 MiB (bytes checked: True) |" in out
     data = json.loads((tmp_path / "perf.json").read_text())
-    assert [f["group"] for f in data["figures"]] == ["control"] * 4 + ["data", "scale", "crossproc"]
+    assert [f["group"] for f in data["figures"]] == ["control"] * 8 + ["data", "scale", "crossproc"]
 
 
 def test_cross_process_figures_time_a_fabric_pull_and_a_raw_pointer_copy_with_bytes_checked() -> None:

@@ -503,6 +503,16 @@ def test_pull_by_id_and_index_consumes_the_key_of_that_batch(world: SimWorld) ->
     d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
 
 
+def test_pull_by_id_of_a_batch_whose_key_was_removed_consumes_no_other_key(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1), CacheKey(P_ID, 2)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    p.cache_manager.remove_cache_key(CacheKey(P_ID, 2))
+    d.cache_manager.pull_cache(CacheKeyByIdAndIndex(P_ID, src.cache_id, 1), dst)
+    d.cache_manager.pull_cache(CacheKeyByIdAndIndex(P_ID, src.cache_id, 1), dst)  # nothing consumed
+    d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+
+
 def test_blocks_versus_contiguous_mismatch_is_param_invalid(world: SimWorld) -> None:
     p, d = pair(v2=True)
     blocks = p.cache_manager.allocate_blocks_cache(CacheDesc(4, [2, 8, 16], DataType.DT_FLOAT16))
