@@ -305,7 +305,10 @@ class NodeCaches:
                 raise SimError(
                     _NOT_EXIST, f"batch_index {batch_index} >= batch size {entry.batch_size} of {cache_id}"
                 )
-            return entry, batch_index, entry.req_at.get(batch_index)
+            consume = entry.req_at.get(batch_index)
+            if consume is not None and self.key_table.get(consume) != (cache_id, batch_index):
+                consume = None  # a key offered twice in one call is bound at its last index only
+            return entry, batch_index, consume
         found = self.key_table.get(ek)
         if found is None:
             raise SimError(self._missing_code(ek), f"remote cache key {ek} does not exist")

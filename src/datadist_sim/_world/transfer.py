@@ -1,6 +1,7 @@
 """The pull engine: a Decode-side pull of a Prompt cache, in bytes and in simulated time (reference §7).
 
-Which ranges a transfer moves is planned in ``ranges`` (``PullParams`` is defined there).
+Which ranges a transfer moves is planned in ``ranges`` (``PullParams`` is defined there); ``pulls`` holds
+the pull itself, on this module's general path or its own fast path.
 
 The whole pull runs under the world lock, so pulls are serialised (the engine serialises pulls per link;
 a global order is a stricter, simpler model) and a pull never sees a half-freed cache.
@@ -13,24 +14,21 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check, store_of
+from datadist_sim._world.caches import NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.faults import Call, current_op
-from datadist_sim._world.keys import INVALID_ID, EngineKey, PackedKey
+from datadist_sim._world.keys import INVALID_ID, PackedKey
 from datadist_sim._world.ownership import check_destinations
 from datadist_sim._world.ranges import (
     PullParams,
     Range,
     addr_ranges,
-    blocks_ranges,
-    check_layer_split,
-    contiguous_ranges,
     push_ranges,
 )
 from datadist_sim._world.world import SimWorld
 
-__all__ = ["PullParams", "Range", "copy_blocks", "copy_cache", "pull", "push", "push_to_addrs"]
+__all__ = ["PullParams", "Range", "copy_blocks", "copy_cache", "push", "push_to_addrs"]
 _P = LLMStatusCode.LLM_PARAM_INVALID
 
 
@@ -227,124 +225,8 @@ def _run(
         _time_out(world, node, remote_id, nbytes, waited_s=seconds)
 
 
-def _plan_pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
-) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
-    dst = store_of(world, node).live(dst_cache_id)
-    if (params[4] or params[5]) and node.mode is Mode.CACHE_MANAGER:
-        # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
-        # ``dflow/llm_datadist/v1/common/cache_engine.cc:70-95``)
-        check_layer_split(dst.num_tensors, params[8], "local")
-    store = _remote(world, node, key[0], "pulled from")
-    with store.lock:
-        src, src_batch, consume = store.lookup(key)
-        if blocks:
-            ranges = blocks_ranges(src, src_batch, dst, params)
-        else:
-            if store.legacy_codes:
-                legacy_seq_len_check(src, dst, params[0], params[6], params[7])
-            ranges = contiguous_ranges(src, src_batch, dst, params)
-    return store, src, consume, ranges
-
-
 def _req_id(key: PackedKey) -> Optional[int]:
     return key[3] if 0 <= key[3] < INVALID_ID else None
-
-
-def pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, *, blocks: bool
-) -> None:
-    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id``; all or nothing.
-
-    Pulls on one link are serialised (the engine's per-entity mutex); the transfer time passes outside
-    the world lock, and the source and destination are looked up again before the bytes move, so a key
-    removed meanwhile gives ``LLM_KV_CACHE_NOT_EXIST`` and nothing is written. The same pull (same key,
-    same destination) while one is in flight gives ``LLM_REPEAT_REQUEST``.
-    """
-    local = store_of(world, node)
-    if _fast_pull(world, node, dst_cache_id, key, params, blocks):
-        return
-    request = (key, dst_cache_id)
-    with local.lock:
-        if request in local.inflight:
-            raise SimError(
-                LLMStatusCode.LLM_REPEAT_REQUEST, f"pull of {key} into {dst_cache_id} is in flight"
-            )
-        local.inflight.add(request)
-    planned: List[Tuple[NodeCaches, CacheEntry, Optional[EngineKey]]] = []
-
-    def plan() -> List[Range]:
-        store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
-        planned[:] = [(store, src, consume)]
-        return ranges
-
-    def commit(ranges: List[Range]) -> None:
-        world.space_copy(ranges)
-        store, src, consume = planned[0]
-        if consume is not None and not src.registered:
-            with store.lock:
-                store._drop_key(src, consume)
-                if store.legacy_codes:
-                    store.note_completed(consume)
-
-    try:
-        with _activity(world, node, key[0], "pull") as link_lock, link_lock:
-            _run(world, node, "pull_cache", key[0], _req_id(key), plan, commit, remote_is_src=True)
-    finally:
-        with local.lock:
-            local.inflight.discard(request)
-
-
-def _fast_pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
-) -> bool:
-    """The common pull in a few lookups: one thread, no fault rule loaded, no poisoned memory, a healthy
-    link and a transfer shorter than the timeout. Then nothing can happen between planning and
-    committing (nothing else runs, and no rule can fire), so ``pull``'s slow path would plan once,
-    register and release the transfer on the link with no one to see it, let the same time pass and
-    commit the same ranges; this does exactly that, minus what no one can observe. Returns False, having
-    changed nothing, when the slow path must run (which then meets the same state from the start)."""
-    remote_id = key[0]
-    peer = node.peers.get(remote_id)
-    if (
-        peer is None
-        or peer.broken
-        or peer.peer_lost
-        or remote_id in world.killed
-        or not world.faults.idle
-        or world.memory.has_poison
-        or threading.active_count() != 1
-    ):
-        return False
-    with world.lock:
-        store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
-        remote = world.node(remote_id)
-    nbytes = 0
-    for r in ranges:
-        nbytes += r[2]
-    seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
-    if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
-        return False
-    start = world.now()
-    world.elapse(start + seconds - world.now())  # as ``_pass_time`` with nothing due
-    with world.lock:
-        lost = _peer_gone(world, node, remote_id, remote)
-        if not lost:
-            try:
-                world.space_copy(ranges)
-            except SimError as exc:  # as in ``_run``: raw memory whose serving process went silent
-                if exc.code not in _TIMEOUTS:
-                    raise
-                lost = True
-            else:
-                if consume is not None and not src.registered:
-                    with store.lock:
-                        store._drop_key(src, consume)
-                        if store.legacy_codes:
-                            store.note_completed(consume)
-    if lost:
-        _time_out(world, node, remote_id, nbytes, waited_s=seconds)
-    return True
 
 
 _CONFLICTS = {"pull": "transfer", "transfer": "pull"}

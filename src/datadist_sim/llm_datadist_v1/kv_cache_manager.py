@@ -12,7 +12,7 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import transfer
+from datadist_sim._world import pulls, transfer
 from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.world import SimWorld
@@ -192,7 +192,7 @@ class KvCacheManager:
             tensor_num_per_layer,
         )
         with engine_call("[pull_blocks]", ("prompt_cache_key = {}", prompt_cache_key)):
-            transfer.pull(
+            pulls.pull(
                 self._world,
                 self._node,
                 decoder_kv_cache.cache_id,
@@ -255,7 +255,7 @@ class KvCacheManager:
             tensor_num_per_layer,
         )
         with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
-            transfer.pull(self._world, self._node, kv_cache.cache_id, packed, params, blocks=False)
+            pulls.pull(self._world, self._node, kv_cache.cache_id, packed, params, blocks=False)
 
     # -- local copies --------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import transfer
+from datadist_sim._world import pulls, transfer
 from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.errors import SimError
@@ -295,7 +295,7 @@ class CacheManager(LocalCacheOps, PushOps):
             tensor_num_per_layer,
         )
         with engine_call("[pull_blocks]", ("src_cache_key = {}", src_cache_key)):
-            transfer.pull(self._world, self._node, dst_cache.cache_id, packed, params, blocks=True)
+            pulls.pull(self._world, self._node, dst_cache.cache_id, packed, params, blocks=True)
         _log.info("[pull_blocks] success")
 
     @api_call
@@ -350,7 +350,7 @@ class CacheManager(LocalCacheOps, PushOps):
             tensor_num_per_layer,
         )
         with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
-            transfer.pull(self._world, self._node, cache.cache_id, packed, params, blocks=False)
+            pulls.pull(self._world, self._node, cache.cache_id, packed, params, blocks=False)
         _log.info("[pull_cache] success")
 
     @api_call
