@@ -289,6 +289,18 @@ def test_pull_blocks_moves_exactly_the_named_blocks(world: SimWorld) -> None:
     d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [1], [2])
 
 
+def test_pull_blocks_with_a_destination_block_named_twice_keeps_the_last_source(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    bdesc = CacheDesc(2, [8, 4, 16], DataType.DT_FLOAT16)
+    src = p.cache_manager.allocate_blocks_cache(bdesc, BlocksCacheKey(P_ID, 0))
+    fill(world, src, 5)
+    dst = d.cache_manager.allocate_blocks_cache(bdesc)
+    d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [1, 3, 4], [2, 7, 2])
+    for s, t in zip(views(world, src), views(world, dst)):
+        assert np.array_equal(s[4], t[2])
+        assert np.array_equal(s[3], t[7])
+
+
 def test_pull_blocks_from_contiguous_cache(world: SimWorld) -> None:
     p, d = pair(v2=True)
     src = p.cache_manager.allocate_cache(CacheDesc(2, [1, 8, 16], DataType.DT_FLOAT16), [CacheKey(P_ID, 1)])

@@ -53,3 +53,15 @@ def test_a_call_is_traced_once_with_its_outcome_and_arguments(world: SimWorld) -
     ]
     assert "req_id=5" in calls[0].args
     assert calls[1].args == "'desc'"
+
+
+def test_a_list_argument_changed_after_the_call_is_traced_as_it_was_at_the_call(world: SimWorld) -> None:
+    p, _ = pair(v2=True)
+    keys = [CacheKey(P_ID, 7)]
+    p.cache_manager.allocate_cache(desc(), keys)
+    keys[0] = CacheKey(P_ID, 8)
+    keys.append(CacheKey(P_ID, 9))
+    (call,) = [c for c in world.trace.calls() if c.op == "allocate_cache"]
+    assert "req_id=7" in call.args
+    assert "req_id=8" not in call.args
+    assert "req_id=9" not in call.args

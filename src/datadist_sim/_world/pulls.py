@@ -8,12 +8,20 @@ from __future__ import annotations
 import threading
 from typing import List, Optional, Tuple
 
+import numpy as np
+
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check, store_of
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import EngineKey, PackedKey
-from datadist_sim._world.ranges import Range, blocks_ranges, check_layer_split, contiguous_ranges
+from datadist_sim._world.ranges import (
+    Range,
+    blocks_ranges,
+    check_layer_split,
+    contiguous_ranges,
+    tensor_pairs,
+)
 from datadist_sim._world.transfer import (
     _TIMEOUTS,
     PullParams,
@@ -127,7 +135,8 @@ def _fast_pull(
         lost = _peer_gone(world, node, remote_id, remote)
         if not lost:
             try:
-                world.space_copy(ranges)
+                if not (blocks and _copy_blocks_at_once(world, src, store, dst_cache_id, node, params)):
+                    world.space_copy(ranges)
             except SimError as exc:  # as in ``_run``: raw memory whose serving process went silent
                 if exc.code not in _TIMEOUTS:
                     raise
@@ -140,4 +149,37 @@ def _fast_pull(
                             store.note_completed(consume)
     if lost:
         _time_out(world, node, remote_id, nbytes, waited_s=seconds)
+    return True
+
+
+def _copy_blocks_at_once(
+    world: SimWorld,
+    src: CacheEntry,
+    store: NodeCaches,
+    dst_cache_id: int,
+    node: ClusterNode,
+    params: PullParams,
+) -> bool:
+    """Blocks to blocks between pool-backed caches: resolve each tensor once and move all its blocks with
+    one numpy fancy-index copy, the same bytes ``space_copy`` would move range by range. False (nothing
+    copied) when the layout does not allow it: a contiguous source, registered memory, metadata-only,
+    or a destination block named twice (the per-range order decides then)."""
+    _, _, src_blocks, dst_blocks, src_idx, dst_idx, _, _, _ = params
+    dst = store_of(world, node).caches.get(dst_cache_id)
+    if dst is None or not src.is_blocks or len(set(dst_blocks)) != len(dst_blocks):
+        return False
+    space = world.memory
+    pairs = []
+    for s, d in tensor_pairs(src, dst, src_idx, dst_idx):
+        source = space.backing(src.addrs[s], src.tensor_size)
+        target = space.backing(dst.addrs[d], dst.tensor_size)
+        if source is None or target is None:
+            return False
+        pairs.append((source, target))
+    block = dst.batch_bytes
+    s_rows, d_rows = np.asarray(src_blocks, dtype=np.intp), np.asarray(dst_blocks, dtype=np.intp)
+    for source, target in pairs:
+        rows_in = source[: src.batch_size * block].reshape(src.batch_size, block)
+        rows_out = target[: dst.batch_size * block].reshape(dst.batch_size, block)
+        rows_out[d_rows] = rows_in[s_rows]
     return True

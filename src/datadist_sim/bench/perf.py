@@ -1,13 +1,16 @@
 """Simulator performance, each figure against a baseline measured in the same run (DESIGN.md targets).
 
-- control plane: a small ``pull_cache`` on the virtual clock vs a bare call doing the same argument
-  validation (target: >= 50,000 simulated pulls per second on one core);
+- control plane (v2 and v1): a 512-byte ``pull_cache`` by id on the virtual clock vs a lean hand-written
+  model of the same bookkeeping (``perf_lean``; target <= 3.5x, and >= 100,000 pulls per CPU second),
+  and the project's argument checks vs the same checks in plain Python;
 - data plane: a 64 MiB pull vs ``numpy.copyto`` of the same bytes (target: >= 0.70 of numpy);
+- paths (``perf_paths``): a pull by id with 10,000 keys on its source cache vs none, ``pull_blocks`` of
+  64 blocks vs a numpy fancy-index copy, memory per live key with one key per cache;
 - scale: cost per pull as links, live keys and requests grow, and memory per live key (tracemalloc);
 - cross-process: a small pull's round trip through a fabric vs a Unix-socket ping-pong, and a large
   pull between raw pointers of two processes vs a shared-memory memcpy (``perf_fabric``).
 
-Wall time is the best of several repeats (the machines are noisy); nothing here asserts a speed.
+CPU time is the best of several repeats (the machines are noisy); nothing here asserts a speed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 from datadist_sim._views import tensor_views
 from datadist_sim.bench.perf_fabric import cross_process
 from datadist_sim.bench.perf_lean import LeanPull, validate_plain
+from datadist_sim.bench.perf_paths import paths
 from datadist_sim.bench.perf_scale import scaling
 from datadist_sim.bench.perf_setup import Figure, Pair, best_of, validate_like_pull_cache
 from datadist_sim.llm_datadist import CacheDesc, CacheKeyByIdAndIndex, DataType
@@ -133,6 +137,7 @@ def main(quick: bool = False, out: Path = Path("bench-results")) -> int:
     wall = time.perf_counter()
     figures = control_plane(repeat=3 if quick else 7, inner=500 if quick else 3000)
     figures += data_plane(mib=16 if quick else 64, repeat=3 if quick else 10)
+    figures += paths(quick)
     figures += scaling(quick)
     figures += cross_process(quick)
     print(table(figures))

@@ -2,12 +2,12 @@
 same bookkeeping (issue 15).
 
 The lean model is what a pull would cost if the simulator were written for that one case only, and it is
-kept honest: the same argument checks as ``CacheManager.pull_cache`` (written as plain comparisons), a lock,
-the lookup of the source cache and of the key it consumes, the link check, the simulated clock moved by
-size / bandwidth + round trip, the bytes copied between two numpy buffers, and one trace record (a tuple of
-the time, cluster, operation, outcome and the argument objects, formatted only when read, as ours).
-It has no faults, no timeouts, no threads and no layer ranges: what it leaves out is what the simulator's
-fast path must make cheap, not skip.
+kept honest: the same argument checks as ``CacheManager.pull_cache`` (written as plain comparisons), a
+lock, the lookup of the source cache and of the key it consumes, the link check, the simulated clock moved
+by size / bandwidth + round trip, the bytes copied between two numpy buffers (by memoryview slices, as
+ours), and one trace record (a tuple of the time, cluster, operation, outcome and the argument objects,
+formatted only when read, as ours). It has no faults, no timeouts, no threads and no layer ranges: what it
+leaves out is what the simulator's fast path must make cheap, not skip.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class LeanPull:
                 self.now += nbytes / self.bandwidth + self.rtt_s
                 start = src_batch * batch_bytes
                 offset = batch_index * nbytes
-                np.copyto(dst[offset : offset + nbytes], buffer[start : start + nbytes])
+                dst.data[offset : offset + nbytes] = buffer.data[start : start + nbytes]
                 if consume is not None:
                     self.key_table.pop(consume, None)
                     self.req_at.pop((src_id, src_batch), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from contextvars import ContextVar
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Tuple, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Type, TypeVar
 
 from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._world.errors import SimError
@@ -130,9 +130,22 @@ def _kept_types() -> FrozenSet[type]:
     return _KEPT
 
 
+class _Seq:
+    """A list or tuple argument as ``short`` shows it: its first four items (kept, or reduced to their
+    short form at the call) and its length."""
+
+    __slots__ = ("items", "length")
+
+    def __init__(self, value: Sequence[Any]) -> None:
+        self.items = [v if type(v) in _KEPT else _Shown(short(v, 40)) for v in value[:4]]
+        self.length = len(value)
+
+
 def _freeze(value: object) -> object:
     if type(value) in _KEPT:
         return value
+    if isinstance(value, (list, tuple)) and _compact(value) is None:
+        return _Seq(value)
     name = type(value).__name__
     cache_id = getattr(value, "cache_id", None) if name == "KvCache" else None
     if isinstance(cache_id, int):  # a KvCache frees itself on garbage collection: keep only its id
@@ -187,6 +200,9 @@ def short(value: object, limit: int = 48) -> str:
     if isinstance(value, (list, tuple)):
         inner = ", ".join(short(v, 40) for v in value[:4])
         return f"[{inner}{_cut(len(value) - 4)}]"
+    if type(value) is _Seq:
+        inner = ", ".join(short(v, 40) for v in value.items)
+        return f"[{inner}{_cut(value.length - 4)}]"
     if isinstance(value, dict):
         items = ", ".join(f"{short(k, 24)}: {short(v, 24)}" for k, v in list(value.items())[:3])
         return "{" + items + _cut(len(value) - 3) + "}"

@@ -21,6 +21,10 @@ _RANGES = {
 }
 
 UINT64_MAX = 2**64 - 1
+_UINT8, _UINT16, _INT32 = _RANGES["uint8"], _RANGES["uint16"], _RANGES["int32"]
+_UINT32, _INT64, _UINT64 = _RANGES["uint32"], _RANGES["int64"], _RANGES["uint64"]
+"""Each check's range, bound once: the common case (an ``int`` in range) is one comparison and
+the helpers below it only run to build the real message (issue 15)."""
 
 
 def _as_list(classes: _ClassSpec) -> list[type]:
@@ -30,8 +34,9 @@ def _as_list(classes: _ClassSpec) -> list[type]:
 def check_inner(arg_name: str, arg_value: Any, inner_class: _ClassSpec) -> None:
     """Every element of a container must be of ``inner_class``."""
     inner = _as_list(inner_class)
+    allowed = tuple(inner)
     for val in arg_value:
-        if not isinstance(val, tuple(inner)):
+        if not isinstance(val, allowed):
             shown = inner[0] if len(inner) == 1 else inner
             raise TypeError(f"{arg_name} inner type only support {[shown]}, but got {type(val)}.")
 
@@ -65,6 +70,9 @@ def check_isinstance(
     """Type check with the real message; ``None`` passes unless ``allow_none`` is False."""
     if allow_none and arg_value is None:
         return arg_value
+    spec: Any = tuple(classes) if type(classes) is list else classes
+    if inner_class is None and isinstance(arg_value, spec):
+        return arg_value  # the common case, without building the message's list
     allowed = _as_list(classes)
     if not isinstance(arg_value, tuple(allowed)):
         names = [clazz.__name__ for clazz in allowed]
@@ -76,34 +84,41 @@ def check_isinstance(
 
 def check_int_range(kind: str, arg_name: str, arg_value: Any) -> None:
     """An int (else ``TypeError``) inside the range of the C type ``kind`` (else ``ValueError``)."""
-    check_isinstance(arg_name, arg_value, [int], allow_none=False)
+    if not isinstance(arg_value, int):
+        check_isinstance(arg_name, arg_value, [int], allow_none=False)
     low, high = _RANGES[kind]
     if arg_value < low or arg_value > high:
         raise ValueError(f"{arg_name}'s value is out of range,{arg_value} is not a {kind} value.")
 
 
 def check_uint8(arg_name: str, arg_value: Any) -> None:
-    check_int_range("uint8", arg_name, arg_value)
+    if type(arg_value) is not int or not _UINT8[0] <= arg_value <= _UINT8[1]:
+        check_int_range("uint8", arg_name, arg_value)
 
 
 def check_uint16(arg_name: str, arg_value: Any) -> None:
-    check_int_range("uint16", arg_name, arg_value)
+    if type(arg_value) is not int or not _UINT16[0] <= arg_value <= _UINT16[1]:
+        check_int_range("uint16", arg_name, arg_value)
 
 
 def check_int32(arg_name: str, arg_value: Any) -> None:
-    check_int_range("int32", arg_name, arg_value)
+    if type(arg_value) is not int or not _INT32[0] <= arg_value <= _INT32[1]:
+        check_int_range("int32", arg_name, arg_value)
 
 
 def check_uint32(arg_name: str, arg_value: Any) -> None:
-    check_int_range("uint32", arg_name, arg_value)
+    if type(arg_value) is not int or not _UINT32[0] <= arg_value <= _UINT32[1]:
+        check_int_range("uint32", arg_name, arg_value)
 
 
 def check_int64(arg_name: str, arg_value: Any) -> None:
-    check_int_range("int64", arg_name, arg_value)
+    if type(arg_value) is not int or not _INT64[0] <= arg_value <= _INT64[1]:
+        check_int_range("int64", arg_name, arg_value)
 
 
 def check_uint64(arg_name: str, arg_value: Any) -> None:
-    check_int_range("uint64", arg_name, arg_value)
+    if type(arg_value) is not int or not _UINT64[0] <= arg_value <= _UINT64[1]:
+        check_int_range("uint64", arg_name, arg_value)
 
 
 def check_list_int32(arg_name: str, arg_value: Iterable[Any]) -> None:

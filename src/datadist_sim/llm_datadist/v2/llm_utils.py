@@ -102,6 +102,8 @@ def layer_range_to_tensor_indices(
 
     Both type and step checks run before either expansion, in the real order.
     """
+    if src_layer_range is None and dst_layer_range is None:
+        return [], []  # no range: nothing to check or expand (the common pull)
     check_isinstance("src_layer_range", src_layer_range, range)
     check_isinstance("dst_layer_range", dst_layer_range, range)
     raise_if_true(
