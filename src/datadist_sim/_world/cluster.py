@@ -37,6 +37,9 @@ class PeerLink:
     """A transfer on this link timed out: per the documented remedy it must be re-established."""
     peer_lost: bool = False
     """The peer's process died; the next transfer waits for an answer that never comes."""
+    instance: Optional[object] = None
+    """hixl backend: the peer instance (``ClusterNode``) this one-sided link was made to; one that
+    finalized and came back under the same id is another instance the link does not reach."""
 
 
 @dataclass
@@ -49,6 +52,9 @@ class NodeSettings:
     remote_cache_accessible: bool = False
     link_total_time_s: int = 0
     link_retry_count: int = 1
+    transfer_backend: str = ""
+    """``"hixl"`` (``llm.TransferBackend``) or ``""``, the default (HCCL) backend. The hixl backend keeps
+    a one-sided link table: only the caller of ``link_clusters`` holds the link (``_world/links.py``)."""
     options: Dict[str, str] = field(default_factory=dict)
 
 
@@ -68,6 +74,11 @@ class ClusterNode:
     @property
     def device_num(self) -> int:
         return len(self.settings.device_ids)
+
+    @property
+    def hixl(self) -> bool:
+        """The instance runs the hixl transfer backend (one-sided links, no rank-table links)."""
+        return self.settings.transfer_backend == "hixl"
 
     def describe(self) -> str:
         return f"cluster {self.cluster_id} ({self.role.value}, {self.mode.value})"

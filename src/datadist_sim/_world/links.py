@@ -5,6 +5,14 @@ instance (``LLM_PROCESSING_LINK``); inputs checked, then at most 16 clusters per
 failed are rolled back and the overall code becomes ``LLM_LINK_FAILED``.
 v2 (CacheManager, hixl ``LLMLinkManager``): any role links, the caller is the client and whoever
 listens is the server; clusters are linked in parallel; the overall code is the last failure.
+v2 with ``llm.TransferBackend = "hixl"`` (``hixl_transfer_engine.cc``): the link table is one-sided. A
+link is the caller's own entity for the peer (``LinkCluster``, lines 132-157), keyed on the hixl side by
+the remote engine's client channel only (adxl ``channel_msg_handler.cc:492-495``,
+``channel_manager.cc:442-462``: channels are keyed by (client|server, id)), so two instances may link to
+each other and both succeed; linking the same peer twice is ``LLM_ALREADY_LINK`` (hixl
+``ALREADY_CONNECTED``, ``common/llm_log.h:164-170``). Unlinking destroys the caller's entity by cluster id
+alone (``UnlinkCluster``, lines 186-191; ``force`` is ignored, line 195), and an id with no entity is
+still a success (``comm_entity_manager.cc:33-62``).
 """
 
 from __future__ import annotations
@@ -184,6 +192,10 @@ def _v2_disconnect(
             _reject_if_busy(world, node, req.remote_cluster_id, "unlink")
         except SimError as exc:
             return exc.code, 0.0
+    if node.hixl:
+        with world.lock:
+            held = node.peers.pop(req.remote_cluster_id, None)
+        return S.LLM_SUCCESS, rtt if held is not None else 0.0
     if force:
         with world.lock:
             node.peers.pop(req.remote_cluster_id, None)
@@ -231,7 +243,11 @@ def _connect(
     server = _server_for(world, req.remote)
     if server is None:
         return S.LLM_LINK_FAILED, timeout_s
-    if server.cluster_id != req.remote_cluster_id or server.mode is not node.mode:
+    if (
+        server.cluster_id != req.remote_cluster_id
+        or server.mode is not node.mode
+        or server.hixl is not node.hixl
+    ):
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
     if node.mode is Mode.KV_CACHE_MANAGER and server.role is not Role.PROMPT:
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
@@ -251,11 +267,15 @@ def _connect(
     with world.lock:
         if req.remote_cluster_id in node.peers:
             return S.LLM_ALREADY_LINK, cfg.message_rtt_s
-        if len(node.peers) >= cfg.max_links or len(server.peers) >= cfg.max_links:
+        one_sided = node.hixl
+        if len(node.peers) >= cfg.max_links or (not one_sided and len(server.peers) >= cfg.max_links):
             return S.LLM_PARAM_INVALID, cfg.message_rtt_s
         now = world.now()
-        node.peers[server.cluster_id] = PeerLink(server.cluster_id, is_client=True, since=now)
-        server.peers[node.cluster_id] = PeerLink(node.cluster_id, is_client=False, since=now)
+        node.peers[server.cluster_id] = PeerLink(
+            server.cluster_id, is_client=True, since=now, instance=server if one_sided else None
+        )
+        if not one_sided:
+            server.peers[node.cluster_id] = PeerLink(node.cluster_id, is_client=False, since=now)
     return S.LLM_SUCCESS, setup_s
 
 

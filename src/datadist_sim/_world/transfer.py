@@ -47,7 +47,13 @@ def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> No
     remote = world.node(remote_id)
     if peer is None or peer.since > world.now() or remote is None or not remote.alive:
         raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"cluster {remote_id} is not linked")
-    if node.cluster_id not in remote.peers:
+    if node.hixl:  # the link is the caller's entity alone (``_world/links.py``)
+        if peer.instance is not None and peer.instance is not remote:
+            raise SimError(
+                LLMStatusCode.LLM_NOT_YET_LINK,
+                f"cluster {remote_id} finalized and came back; unlink and link again",
+            )
+    elif node.cluster_id not in remote.peers:
         raise SimError(
             LLMStatusCode.LLM_NOT_YET_LINK,
             f"cluster {remote_id} holds no link back (it unlinked, or finalized and came back)",

@@ -212,6 +212,17 @@ class SimWorld:
         v1 also needs ``enable_switch_role`` and a single device (``LLM_FEATURE_NOT_ENABLED``).
         """
         with self.lock:
+            if node.hixl:
+                # hixl_transfer_engine.cc:249-264: no link check; a listen address other than the one
+                # given at init is LLM_FEATURE_NOT_ENABLED, and the engine keeps listening either way.
+                if listen is not None and listen != node.listeners:
+                    raise SimError(
+                        LLMStatusCode.LLM_FEATURE_NOT_ENABLED,
+                        f"listen ip info {listen} is not the init listen ip info {node.listeners}",
+                    )
+                node.role = role
+                self.record(node.cluster_id, "node.role", "ok", role.value, kind="event")
+                return
             if node.mode is Mode.KV_CACHE_MANAGER:
                 if not node.settings.enable_switch_role:
                     raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "enable_switch_role is not set")

@@ -48,6 +48,11 @@ def node_settings(options: Dict[str, str]) -> NodeSettings:
         raise SimError(
             LLMStatusCode.LLM_PARAM_INVALID, f"ge.exec.deviceId is invalid, value = {raw_devices}"
         ) from None
+    backend = options.get("llm.TransferBackend")
+    if backend is not None and backend != "hixl":
+        # hixl transfer_engine.cc:32-41: any other value gives no engine, and init fails with
+        # LLM_PARAM_INVALID (LLM_CHECK_NOTNULL, common/llm_log.h:120-125).
+        raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"Transfer backend:{backend} is not supported.")
     retry = _number(options, "llm.LinkRetryCount", 1)
     if not 1 <= retry <= 100:
         raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"llm.LinkRetryCount {retry} is out of [1, 100]")
@@ -58,5 +63,6 @@ def node_settings(options: Dict[str, str]) -> NodeSettings:
         remote_cache_accessible=options.get("llm.EnableRemoteCacheAccessible") == "1",
         link_total_time_s=_number(options, "llm.LinkTotalTime", 0),
         link_retry_count=retry,
+        transfer_backend=backend or "",
         options=dict(options),
     )

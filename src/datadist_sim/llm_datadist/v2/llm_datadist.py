@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union, cast
 from datadist_sim._current import current_world
 from datadist_sim._world import links
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, Role
+from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist._engine import api_call
 from datadist_sim.llm_datadist._engine import engine_call as _engine_call
@@ -313,6 +314,7 @@ class LLMDataDist:
         raise_if_false(len(ranks) > 1, "cluster num must be bigger than 1.")
         raise_if_false(ranks == sorted(copy.copy(ranks)), "rank in cluster_rank_info must be ordered")
         with _engine_call("[link]", f"cluster_rank_info = {cluster_rank_info}"):
+            _refuse_on_hixl(node)
             comm_id = self._world.comms.link(node, comm_name, cluster_rank_info, rank_table)
         self.cache_manager.set_is_call_linked()
         return comm_id
@@ -324,6 +326,7 @@ class LLMDataDist:
         check_isinstance("comm_id", comm_id, int)
         check_uint64("comm_id", comm_id)
         with _engine_call("[unlink]", f"comm_id = {comm_id}"):
+            _refuse_on_hixl(node)
             self._world.comms.unlink(node, comm_id)
 
     @api_call
@@ -333,8 +336,16 @@ class LLMDataDist:
         check_isinstance("comm_id", comm_id, int)
         check_uint64("comm_id", comm_id)
         with _engine_call("[query_register_mem_status]", f"comm_id = {comm_id}"):
+            _refuse_on_hixl(node)
             status = self._world.comms.query(node, comm_id)
         return _MEM_STATUS.get(status.value, RegisterMemStatus.FAILED)
+
+
+def _refuse_on_hixl(node: ClusterNode) -> None:
+    """The hixl backend has no rank-table links: ``Link``, ``Unlink`` and ``QueryRegisterMemStatus`` all
+    answer ``LLM_FEATURE_NOT_ENABLED`` (hixl ``hixl_transfer_engine.cc:226-247``)."""
+    if node.hixl:
+        raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "The feature is not supported.")
 
 
 def _requests(clusters: Clusters) -> List[links.LinkRequest]:
