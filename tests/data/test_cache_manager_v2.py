@@ -486,7 +486,8 @@ def test_pull_over_rank_table_link_before_ok_is_not_yet_link(world: SimWorld) ->
     p, d = pair(v2=True, link=False)
     src = p.cache_manager.register_cache(desc(), _owned_addrs(world), [CacheKey(P_ID, 1)])
     dst = d.cache_manager.allocate_cache(desc())
-    rank_table = '{"version": "1.0"}'
+    from tests.fabric.test_comm_link import RANK_TABLE as rank_table
+
     p.link("comm", {P_ID: 0, D_ID: 1}, rank_table)
     comm_id = d.link("comm", {P_ID: 0, D_ID: 1}, rank_table)
     assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_NOT_YET_LINK

@@ -13,7 +13,20 @@ from datadist_sim.llm_datadist.v2.llm_types import RegisterMemStatus
 from .conftest import decoder, prompt
 
 S = LLMStatusCode
-RANK_TABLE = json.dumps({"version": "1.2", "server_count": "2", "server_list": []})
+RANK_TABLE = json.dumps(
+    {
+        "version": "1.2",
+        "server_count": "2",
+        "status": "completed",
+        "server_list": [
+            {
+                "server_id": f"s{rank}",
+                "device": [{"device_id": "0", "device_ip": f"10.0.0.{rank + 1}", "rank_id": str(rank)}],
+            }
+            for rank in range(2)
+        ],
+    }
+)
 
 
 def _poll(dd: object, comm_id: int, limit: int = 1000) -> list[RegisterMemStatus]:
@@ -97,6 +110,42 @@ def test_unparsable_rank_table_is_link_failed(world: SimWorld) -> None:
     with pytest.raises(LLMException) as exc:
         decoder(2, v2=True).link("c", {1: 0, 2: 1}, "not json")
     assert exc.value.status_code is S.LLM_LINK_FAILED
+
+
+def _table_without(field: str, **changes: object) -> str:
+    table = json.loads(RANK_TABLE)
+    table.pop(field, None)
+    table.update(changes)
+    return json.dumps(table)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (_table_without("status"), 'no "status"'),
+        (_table_without("status", status=1), '"status" is not a string'),
+        (_table_without("version"), 'no "version"'),
+        (_table_without("version", version="2.0"), "'2.0' is not supported"),
+        (_table_without("server_list"), 'no "server_list"'),
+        (_table_without("server_list", server_list=[]), '"server_list" is empty'),
+        ("[1, 2]", "not a JSON object"),
+    ],
+    ids=["no-status", "status-not-str", "no-version", "unknown-version", "no-server-list", "empty", "array"],
+)
+def test_rank_table_hccl_refuses_is_link_failed_naming_the_field(
+    world: SimWorld, table: str, message: str
+) -> None:
+    d = decoder(2, v2=True)
+    with pytest.raises(LLMException, match=message) as exc:
+        d.link("c", {1: 0, 2: 1}, table)
+    assert exc.value.status_code is S.LLM_LINK_FAILED
+    assert world.comms._by_id.get(2, {}) == {}
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.2"])
+def test_rank_table_with_status_version_and_servers_is_accepted(world: SimWorld, version: str) -> None:
+    d = decoder(2, v2=True)
+    assert d.link("c", {1: 0, 2: 1}, _table_without("version", version=version)) == 1
 
 
 def test_switch_role_with_a_comm_link_is_exist_link(world: SimWorld) -> None:

@@ -79,14 +79,25 @@ class CacheEntry:
         return self.tensor_size // self.batch_size if self.batch_size > 0 else 0
 
 
+def _json_unsigned(value: object) -> bool:
+    """nlohmann's ``is_number_unsigned``: a JSON integer >= 0 that fits 64 bits (no bool, float, string)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+
+
 def _parse_pool_config(text: str) -> Tuple[int, int]:
+    """hixl ``ParseMemoryPoolConfig`` (``data_cache_engine.cc:35-60``): ``memory_size`` must be an
+    unsigned JSON integer, ``page_shift`` (optional) too; anything else is ``LLM_PARAM_INVALID``."""
     try:
         cfg = json.loads(text)
-        size = int(cfg["memory_size"])
-        shift = int(cfg.get("page_shift", DEFAULT_PAGE_SHIFT))
+        size = cfg["memory_size"]
+        shift = cfg.get("page_shift", DEFAULT_PAGE_SHIFT)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise SimError(_P, f"invalid memory pool config {text!r}: {exc}") from exc
-    return size, shift
+    if not _json_unsigned(size):
+        raise SimError(_P, f"memory_size is not an unsigned integer: config = {text}")
+    if not _json_unsigned(shift):
+        raise SimError(_P, f"page_shift is not an unsigned integer: config = {text}")
+    return int(size), int(shift)
 
 
 class NodeCaches:

@@ -190,10 +190,38 @@ class CommRegistry:
 
 
 def _check_rank_table(rank_table: str) -> None:
-    """HCCL needs a parsable rank table with a known version; anything else fails the communicator."""
+    """What HCCL needs before it builds the communicator; anything else fails ``link`` with
+    ``LLM_LINK_FAILED`` (hixl ``comm_link_manager.cc:364-367``: ``HcclCommInitClusterInfoMemConfig``).
+
+    HCCL (CANN hcomm ``topoinfo_ranktableParser.cc``): the string must be JSON (``LoadString``), with a
+    string ``"status"`` (``RefreshStatus``, a required property); a ``"version"`` of "1.0" or "1.2"
+    selects the concise parser, which needs a non-empty ``"server_list"``; another version is refused
+    (``CfgGetClusterInfo``). A table with no ``"version"`` goes to HCCL's older "Standard" parser, which
+    the simulator does not model: it refuses such a table and says so.
+    """
     try:
         table = json.loads(rank_table)
     except ValueError as exc:
         raise SimError(LLMStatusCode.LLM_LINK_FAILED, f"rank_table is not valid JSON: {exc}") from None
-    if not isinstance(table, dict) or str(table.get("version")) not in ("1.0", "1.2"):
-        raise SimError(LLMStatusCode.LLM_LINK_FAILED, 'rank_table needs "version" "1.0" or "1.2"')
+    if not isinstance(table, dict):
+        raise SimError(LLMStatusCode.LLM_LINK_FAILED, "rank_table is not a JSON object")
+    for name in ("status", "version"):
+        if name in table and not isinstance(table[name], str):
+            raise SimError(LLMStatusCode.LLM_LINK_FAILED, f'rank_table "{name}" is not a string')
+    if "status" not in table:
+        raise SimError(LLMStatusCode.LLM_LINK_FAILED, 'rank_table has no "status"')
+    if "version" not in table:
+        raise SimError(
+            LLMStatusCode.LLM_LINK_FAILED,
+            'rank_table has no "version": HCCL would use its "Standard" parser, which the simulator '
+            'does not model; give "version" "1.0" or "1.2"',
+        )
+    if table["version"] not in ("1.0", "1.2"):
+        raise SimError(
+            LLMStatusCode.LLM_LINK_FAILED, f'rank_table "version" {table["version"]!r} is not supported'
+        )
+    servers = table.get("server_list")
+    if servers is None:
+        raise SimError(LLMStatusCode.LLM_LINK_FAILED, 'rank_table has no "server_list"')
+    if not servers:
+        raise SimError(LLMStatusCode.LLM_LINK_FAILED, 'rank_table "server_list" is empty')

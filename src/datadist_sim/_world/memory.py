@@ -314,3 +314,10 @@ def _check_config(memory_size: int, page_shift: int) -> None:
             LLMStatusCode.LLM_PARAM_INVALID,
             f"memory_size >> page_shift must be < UINT32_MAX, got {memory_size} >> {page_shift}",
         )
+    if memory_size < 1 << page_shift:
+        # llm_mem_pool.cc:45-47: the pool must hold at least one page.
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID,
+            f"Check page_size <= memory_size failed, page_shift = {page_shift}, "
+            f"page_size = {1 << page_shift}, memory_size = {memory_size}",
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -30,7 +31,20 @@ def wait_for_go() -> None:
     sys.stdin.readline()
 
 
-RANK_TABLE = '{"version": "1.2", "server_count": "2", "server_list": []}'
+RANK_TABLE = json.dumps(
+    {
+        "version": "1.2",
+        "server_count": "2",
+        "status": "completed",
+        "server_list": [
+            {
+                "server_id": f"s{r}",
+                "device": [{"device_id": "0", "device_ip": f"10.0.0.{r + 1}", "rank_id": str(r)}],
+            }
+            for r in range(2)
+        ],
+    }
+)
 
 
 def poll_until_ready(dd: object, comm_id: int) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import socket
-from typing import Dict, List
+from typing import Any, Dict, List, Mapping
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import Endpoint, NodeSettings
 from datadist_sim._world.errors import SimError
+from datadist_sim.llm_datadist.configs import trans_str_ip
 from datadist_sim.llm_datadist.status import raise_if_false
 from datadist_sim.llm_datadist.utils.utils import check_isinstance
 from datadist_sim.llm_datadist.v2.llm_utils import parse_listen_ip_info
@@ -21,12 +22,81 @@ def v1_listen_endpoints(listen_ip_info: str, device_num: int) -> List[Endpoint]:
         len(entries) == device_num,
         f"listen ip info num:{len(entries)} in llm.listenIpInfo is not equal to device num:{device_num}.",
     )
-    return [parse_listen_ip_info(entry) for entry in entries]
+    endpoints = [parse_listen_ip_info(entry) for entry in entries]
+    for ip, _ in endpoints:
+        # The real EngineConfig stores them as LlmConfig.cluster_info, whose setter converts each host
+        # with socket.inet_aton: a host that is not an IPv4 address is a plain RuntimeError.
+        trans_str_ip(ip)
+    return endpoints
 
 
 def int_to_ip(ip: int) -> str:
     """The engine keeps IPv4 addresses as little-endian ints (``LLMClusterInfo``); back to dotted form."""
     return socket.inet_ntoa(int(ip).to_bytes(4, "little"))
+
+
+_UINT32 = 1 << 32
+
+
+def engine_options(func: str, options: Mapping[Any, Any]) -> Dict[str, str]:
+    """The options as the engine receives them: pybind converts the dict to ``std::map<std::string,
+    std::string>`` (hixl ``llm_datadist_v2_wrapper.cc:22``, GE ``llm_datadist_wrapper.cc:177``), so a key
+    or value that is neither ``str`` nor ``bytes`` (which pybind also takes, as UTF-8) is a
+    ``TypeError`` before the engine runs."""
+    converted: Dict[str, str] = {}
+    for key, value in options.items():
+        if not isinstance(key, (str, bytes)) or not isinstance(value, (str, bytes)):
+            raise TypeError(
+                f"{func}(): incompatible function arguments; options must be Dict[str, str], "
+                f"got {key!r}: {value!r} ({type(key).__name__}: {type(value).__name__})"
+            )
+        k = key.decode() if isinstance(key, bytes) else key
+        converted[k] = value.decode() if isinstance(value, bytes) else value
+    return converted
+
+
+def _is_ip_literal(ip: str) -> bool:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, ip)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def engine_listen_endpoint(ip: str, port: str, *, hixl: bool) -> Endpoint:
+    """Where the v2 engine listens for ``llm.ListenIp`` / ``llm.ListenPort``.
+
+    The port is read as a ``uint32_t`` with ``std::stringstream`` (``LLMUtils::ToNumber``,
+    ``common/llm_utils.h:38-45``): a negative decimal wraps modulo 2**32, one of 2**32 or more fails
+    (``LLM_PARAM_INVALID``, ``llm_link_manager.cc:32-35``, ``hixl_transfer_engine.cc:94-96``). The host
+    must be an IPv4 or IPv6 literal (``msg_handler_plugin.cc:29-44``; hixl ``CheckIp``,
+    ``hixl_utils.cc:132-139``). The default backend then binds ``htons(port)``, the low 16 bits
+    (``msg_handler_plugin.cc:239-246``); the hixl engine keeps the number it was given.
+    """
+    value = int(port)
+    if not -_UINT32 < value < _UINT32:
+        raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"Option llm.ListenPort is invalid: [{port}]")
+    if not _is_ip_literal(ip):
+        raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"{ip} is not a valid ip address")
+    value %= _UINT32
+    return ip, value if hixl else value & 0xFFFF
+
+
+def _sync_kv_timeout_ms(options: Dict[str, str]) -> int:
+    """``llm.SyncKvCacheWaitTime`` must be ASCII digits only (``IsPositiveInteger``, hixl
+    ``common/llm_utils.cc:27-36, 50-60``; GE ``dflow/llm_datadist/v1/common/llm_utils.cc:28-37, 51-61``);
+    "0" passes that check."""
+    value = options.get("llm.SyncKvCacheWaitTime")
+    if value is None:
+        return 1000
+    if not (value and value.isascii() and value.isdigit()):
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID,
+            f"sync kv wait time:{value} is invalid, wait time value should be a positive integer.",
+        )
+    return int(value)
 
 
 def _number(options: Dict[str, str], key: str, default: int) -> int:
@@ -58,7 +128,7 @@ def node_settings(options: Dict[str, str]) -> NodeSettings:
         raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"llm.LinkRetryCount {retry} is out of [1, 100]")
     return NodeSettings(
         device_ids=devices,
-        sync_kv_timeout_ms=_number(options, "llm.SyncKvCacheWaitTime", 1000),
+        sync_kv_timeout_ms=_sync_kv_timeout_ms(options),
         enable_switch_role=options.get("llm.EnableSwitchRole") == "1",
         remote_cache_accessible=options.get("llm.EnableRemoteCacheAccessible") == "1",
         link_total_time_s=_number(options, "llm.LinkTotalTime", 0),

@@ -18,7 +18,7 @@ from datadist_sim._world.errors import SimError
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist._engine import api_call
 from datadist_sim.llm_datadist._engine import engine_call as _engine_call
-from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
+from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole, trans_str_ip
 from datadist_sim.llm_datadist.status import (
     LLMException,
     LLMStatusCode,
@@ -35,6 +35,8 @@ from datadist_sim.llm_datadist.utils.utils import (
 )
 from datadist_sim.llm_datadist.v2.cache_manager import CacheManager
 from datadist_sim.llm_datadist.v2.config import (
+    engine_listen_endpoint,
+    engine_options,
     int_to_ip,
     node_settings,
     v1_listen_endpoints,
@@ -91,8 +93,18 @@ class LLMDataDist:
         self._setup_engine_options(options)
         listen = self._listen_endpoints(options)
         mode = Mode.CACHE_MANAGER if self._enable_cache_mgr else Mode.KV_CACHE_MANAGER
+        wrapper = "initialize_v2" if self._enable_cache_mgr else "initialize"
+        options_for_engine = engine_options(wrapper, self._engine_options)
         with _engine_call("[LLMDataDist.init]", f"Failed to initialize llm datadist, options = {options}"):
-            settings = node_settings(self._engine_options)
+            settings = node_settings(options_for_engine)
+            if self._enable_cache_mgr and "llm.ListenIp" in options_for_engine:
+                listen = [
+                    engine_listen_endpoint(
+                        options_for_engine["llm.ListenIp"],
+                        options_for_engine["llm.ListenPort"],
+                        hixl=settings.transfer_backend == "hixl",
+                    )
+                ]
             self._node = self._world.add_node(
                 self._cluster_id, _ROLE_NAMES[self._role], mode, settings, listen
             )
@@ -149,10 +161,11 @@ class LLMDataDist:
             opts["llm.ListenPort"] = str(port)
 
     def _listen_endpoints(self, options: Dict[str, str]) -> List[Endpoint]:
-        """v2: whoever sets ``listen_ip_info`` is a server. v1: the Prompt must listen, once per device."""
+        """v1: the Prompt must listen, once per device. v2: whoever sets ``listen_ip_info`` is a server;
+        the engine reads its endpoint (``engine_listen_endpoint``) inside ``init``'s engine call."""
         opts = self._engine_options
         if self._enable_cache_mgr:
-            return [(opts["llm.ListenIp"], int(opts["llm.ListenPort"]))] if "llm.ListenIp" in opts else []
+            return []
         if "llm.ClusterInfo" in opts:
             return []
         device_num = len(opts["ge.exec.deviceId"].split(";"))
@@ -282,10 +295,22 @@ class LLMDataDist:
                 "llm.listenIpInfo" in cast(Dict[str, str], switch_options),
                 'Failed to switch to Prompt, option "llm.listenIpInfo" was specified',
             )
-        listen: Optional[List[Endpoint]] = None
+        parsed: Optional[Tuple[str, int]] = None
         if "llm.listenIpInfo" in options and (self._enable_cache_mgr or role == LLMRole.PROMPT):
-            listen = [parse_listen_ip_info(options["llm.listenIpInfo"])]
+            parsed = parse_listen_ip_info(options["llm.listenIpInfo"])
+            # v1 (EngineConfig.parse_listen_ip_info) hands the engine the host as an int, and a host
+            # that is not an IPv4 address is a plain RuntimeError (trans_str_ip).
+            host = parsed[0] if self._enable_cache_mgr else str(trans_str_ip(parsed[0]))
+            options["llm.ListenIp"], options["llm.ListenPort"] = host, str(parsed[1])
+        engine_options("switch_role_v2" if self._enable_cache_mgr else "switch_role", options)
         with _engine_call("[switch_role]", f"Failed to switch role, role = {role}, options = {options}"):
+            listen: Optional[List[Endpoint]] = None
+            if parsed is not None:
+                listen = (
+                    [engine_listen_endpoint(parsed[0], str(parsed[1]), hixl=node.hixl)]
+                    if self._enable_cache_mgr
+                    else [parsed]
+                )
             self._world.switch_role(node, role_name, listen)
         if self._kv_cache_manager is not None:
             self._kv_cache_manager._switch_role(role)
