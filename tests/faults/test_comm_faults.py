@@ -3,12 +3,12 @@ transfer leaves of such a link (issue 13, item 4)."""
 
 from __future__ import annotations
 
-import json
 from typing import Callable, List, Tuple
 
 import pytest
 from tests.data.conftest import D_ID, P_ID, make, v2_options
 from tests.data.test_cache_manager_v2 import desc
+from tests.fabric.test_comm_link import RANK_TABLE
 
 from datadist_sim import Fault, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
@@ -17,7 +17,6 @@ from datadist_sim.llm_datadist.status import LLMStatusCode as S
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 from datadist_sim.llm_datadist.v2.llm_types import CacheKey, RegisterMemStatus
 
-RANK_TABLE = json.dumps({"version": "1.2", "server_count": "2", "server_list": []})
 RANKS = {P_ID: 0, D_ID: 1}
 
 
