@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._views import tensor_views
 from datadist_sim._world.faults import Fault
 from datadist_sim._world.trace import summarise
@@ -22,7 +23,6 @@ from datadist_sim.llm_datadist import (
     LLMClusterInfo,
     LLMConfig,
     LLMDataDist,
-    LLMException,
     LLMRole,
     LLMStatusCode,
 )
@@ -66,8 +66,8 @@ def _pull_requests(prompt: LLMDataDist, decode: LLMDataDist, requests: int = 8) 
     try:
         decode.kv_cache_manager.pull_cache(keys[0], dst, batch_index=0)
         consumed = False
-    except LLMException as exc:
-        consumed = exc.status_code is LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
+    except LLM_ERRORS as exc:  # the v1 manager raises llm_datadist_v1.LLMException
+        consumed = as_code(exc.status_code) is LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
     decode.kv_cache_manager.deallocate_cache(dst)
     prompt.kv_cache_manager.deallocate_cache(src)
     return {f"{requests} pulls delivered the exact bytes": same, "a pulled key is consumed": consumed}

@@ -410,7 +410,8 @@ def _code_name(code: CodeLike) -> str:
 class assert_llm_error:
     """``with assert_llm_error(LLMStatusCode.LLM_TIMEOUT) as caught: ...``: the block must raise
     ``LLMException`` with that code (a member, its integer or its name); ``caught.value`` is the
-    exception. Works for the real package's ``LLMException`` too."""
+    exception. Works for either package's ``LLMException`` (``llm_datadist`` or ``llm_datadist_v1``,
+    whose codes are matched by name) and for the real packages' too."""
 
     def __init__(self, code: CodeLike) -> None:
         self.expected = _code_name(code)
@@ -425,7 +426,8 @@ class assert_llm_error:
         __tracebackhide__ = True
         if exc is None:
             raise AssertionError(f"expected LLMException({self.expected}); nothing was raised")
-        if type(exc).__name__ != "LLMException" or not hasattr(exc, "status_code"):
+        named = any(cls.__name__ == "LLMException" for cls in type(exc).__mro__)
+        if not named or not hasattr(exc, "status_code"):
             raise AssertionError(
                 f"expected LLMException({self.expected}), got {type(exc).__name__}: {exc}"
             ) from exc

@@ -20,10 +20,12 @@ from typing import Callable, Deque, FrozenSet, Iterable, List, Optional, TypeVar
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_table import STATUS_TABLE, retryable_codes
+from datadist_sim._status_v1 import LLMStatusCode as V1Code
+from datadist_sim._status_v1 import as_code, code_of
 from datadist_sim._world.clock import Clock
 
 T = TypeVar("T")
-CodeLike = Union[LLMStatusCode, int]
+CodeLike = Union[LLMStatusCode, V1Code, int, str]
 
 
 @dataclass
@@ -132,7 +134,8 @@ def wait_full_jitter(base: float, cap: float, rng: random.Random) -> Wait:
 
 
 def _codes(codes: Iterable[CodeLike]) -> FrozenSet[LLMStatusCode]:
-    return frozenset(LLMStatusCode(int(c)) for c in codes)
+    """Codes of either package (or their integers or names) as ``llm_datadist`` members."""
+    return frozenset(as_code(c) for c in codes)
 
 
 def retry_if_code(codes: Iterable[CodeLike]) -> RetryIf:
@@ -260,8 +263,8 @@ class RetryPolicy:
             try:
                 result = fn()
             except Exception as exc:
-                code = getattr(exc, "status_code", None)
-                if not isinstance(code, LLMStatusCode):
+                code = code_of(exc)  # either package's exception, matched by the code's name
+                if code is None:
                     raise
                 decision = session.decide(code, clock.now(), exc)
                 if not decision.retry:
@@ -284,10 +287,9 @@ class Session:
     attempts: int = 0
     codes: List[Optional[LLMStatusCode]] = field(default_factory=list)
 
-    def decide(
-        self, code: Optional[LLMStatusCode], now: float, error: Optional[BaseException] = None
-    ) -> Decision:
-        """``code`` is the attempt's status (``None`` or ``LLM_SUCCESS`` for success)."""
+    def decide(self, code: Optional[CodeLike], now: float, error: Optional[BaseException] = None) -> Decision:
+        """``code`` is the attempt's status (``None`` or ``LLM_SUCCESS`` for success), of either package."""
+        code = None if code is None else as_code(code)
         self.attempts += 1
         self.codes.append(code)
         if code is None or code is LLMStatusCode.LLM_SUCCESS:

@@ -21,13 +21,13 @@ from tests.data.conftest import D_ID, MIB, P_ID, make, pair, pool, v1_options
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, decoder, info, prompt
 
 from datadist_sim import Fault, SimWorld
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world import caches
 from datadist_sim.llm_datadist import (
     CacheDesc,
     CacheKey,
     DataType,
     LayerSynchronizer,
-    LLMException,
     LLMRole,
     LLMStatusCode,
     TransferConfig,
@@ -41,10 +41,11 @@ NO_REQ = 2**64 - 1
 
 
 def code_of(call: Callable[[], object]) -> LLMStatusCode:
-    """The status code of the ``LLMException`` the call raises."""
-    with pytest.raises(LLMException) as exc:
+    """The status code of the ``LLMException`` the call raises: ``llm_datadist``'s, or for a
+    ``KvCacheManager`` the v1 package's (its code read by name)."""
+    with pytest.raises(LLM_ERRORS) as exc:
         call()
-    return exc.value.status_code
+    return as_code(exc.value.status_code)
 
 
 def desc(batch: int = 2, seq: int = 8) -> CacheDesc:
@@ -83,8 +84,8 @@ def in_flight(clock: GateClock, call: Callable[[], object]) -> Tuple[threading.T
     def run() -> None:
         try:
             out.append(call())
-        except LLMException as exc:
-            out.append(exc.status_code)
+        except LLM_ERRORS as exc:
+            out.append(as_code(exc.status_code))
 
     clock.arm()
     worker = threading.Thread(target=run)

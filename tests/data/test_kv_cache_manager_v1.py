@@ -11,7 +11,6 @@ from datadist_sim._world.address_space import tensor_views
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
-from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_types import (
     BlocksCacheKey,
     CacheDesc,
@@ -19,6 +18,7 @@ from datadist_sim.llm_datadist.v2.llm_types import (
     CacheKeyByIdAndIndex,
     KvCache,
 )
+from datadist_sim.llm_datadist_v1.status import LLMException, LLMStatusCode
 
 from .conftest import MIB, P_ID, make, pair, v1_options
 

@@ -19,9 +19,11 @@ from datadist_sim.llm_datadist.v2.llm_types import (
     TransferConfig,
     TransferWithCacheKeyConfig,
 )
+from datadist_sim.llm_datadist_v1.status import LLMStatusCode as V1Code
 
 from .conftest import D_ID, P_ID, pair
 
+V1 = V1Code
 S = LLMStatusCode
 
 
@@ -114,14 +116,15 @@ def test_v1_transfer_prompt_only_and_moves_bytes(world: SimWorld) -> None:
     dst = d.kv_cache_manager.allocate_cache(desc(batch=1))
     fill(src, 4)
     config = TransferConfig(D_ID, dst.per_device_tensor_addrs[0])
-    assert p.kv_cache_manager.transfer_cache_async(src, Sync(), [config]).synchronize() is S.LLM_SUCCESS
+    # the v1 package's task answers v1 codes, its manager raises the v1 exception
+    assert p.kv_cache_manager.transfer_cache_async(src, Sync(), [config]).synchronize() is V1.LLM_SUCCESS
     for s, t in zip(datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)):
         assert np.array_equal(s, t)
-    from datadist_sim.llm_datadist.status import LLMException
+    from datadist_sim.llm_datadist_v1.status import LLMException
 
     with pytest.raises(LLMException) as info:
         d.kv_cache_manager.transfer_cache_async(dst, Sync(), [TransferConfig(P_ID, [1, 2, 3, 4])])
-    assert info.value.status_code is S.LLM_PARAM_INVALID
+    assert info.value.status_code is V1.LLM_PARAM_INVALID
 
 
 def test_dst_layer_range_is_indexed_by_absolute_layer_as_in_real(world: SimWorld) -> None:

@@ -1,4 +1,5 @@
-"""The ``llm_datadist_v1`` names: the deprecated tensor types and the shared classes (reference 1.1)."""
+"""The ``llm_datadist_v1`` names: the deprecated tensor types, the shared data classes and the v1 package's
+own status names (reference 1.1; GE ``api/python/llm_datadist_v1/status.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import datadist_sim.llm_datadist_v1 as v1
 from datadist_sim.llm_datadist import configs, data_type, status
 from datadist_sim.llm_datadist.data_type import DataType
-from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
+from datadist_sim.llm_datadist.status import LLMStatusCode
 from datadist_sim.llm_datadist.v2 import llm_types
 from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
 
@@ -47,11 +48,21 @@ def test_all_is_the_real_v1_list() -> None:
     assert v1.__all__ == REAL_V1_ALL
 
 
-def test_one_exception_class_everywhere() -> None:
-    assert v1.LLMException is status.LLMException
-    assert importlib.import_module("datadist_sim.llm_datadist_v1.status").LLMException is status.LLMException
-    with pytest.raises(v1.LLMException):
-        raise status.LLMException("x", status_code=LLMStatusCode.LLM_FAILED)
+def test_v1_exception_is_a_class_of_its_own_as_in_the_split_packaging() -> None:
+    assert v1.LLMException is not status.LLMException
+    assert importlib.import_module("datadist_sim.llm_datadist_v1.status").LLMException is v1.LLMException
+    assert not issubclass(v1.LLMException, status.LLMException)
+    assert not issubclass(status.LLMException, v1.LLMException)
+    assert issubclass(v1.LLMException, RuntimeError)
+
+
+def test_v1_status_code_is_a_plain_enum_with_the_same_names_and_integers() -> None:
+    assert [(c.name, c.value) for c in v1.LLMStatusCode] == [(c.name, int(c)) for c in LLMStatusCode]
+    assert v1.LLMStatusCode.LLM_SUCCESS != 0
+    assert v1.LLMStatusCode.LLM_KV_CACHE_NOT_EXIST != LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
+    assert str(v1.LLMStatusCode.LLM_TIMEOUT) == str(LLMStatusCode.LLM_TIMEOUT) == "LLMStatusCode.LLM_TIMEOUT"
+    assert v1.Status(v1.LLMStatusCode.LLM_SUCCESS).is_ok()
+    assert v1.Status is not status.Status
 
 
 @pytest.mark.parametrize(
@@ -79,13 +90,11 @@ def test_data_classes_are_shared(name: str) -> None:
     )
 
 
-def test_config_status_and_dtype_names_are_shared() -> None:
+def test_config_and_dtype_names_are_shared() -> None:
     assert v1.LLMClusterInfo is configs.LLMClusterInfo
     assert v1.LlmConfig is configs.LlmConfig
     assert v1.LLMConfig is configs.LlmConfig
     assert v1.LLMRole is configs.LLMRole
-    assert v1.LLMStatusCode is status.LLMStatusCode
-    assert v1.Status is status.Status
     assert v1.DataType is data_type.DataType
     v1_dtype = importlib.import_module("datadist_sim.llm_datadist_v1.data_type")
     assert v1_dtype.DataType is DataType
@@ -206,9 +215,9 @@ def test_engine_id_without_buffer_fails_on_numpy() -> None:
     assert tensor._tensor_id == 42
     assert tensor._tensor_desc is not None
     assert tensor._tensor_desc.dtype is DataType.DT_FLOAT
-    with pytest.raises(LLMException, match="Failed to get tensor buffer") as info:
+    with pytest.raises(v1.LLMException, match="Failed to get tensor buffer") as info:
         tensor.numpy()
-    assert info.value.status_code is LLMStatusCode.LLM_FAILED
+    assert info.value.status_code is v1.LLMStatusCode.LLM_FAILED
 
 
 def test_from_buffer_shares_memory() -> None:

@@ -11,19 +11,20 @@ from tests.data.test_cache_manager_v2 import desc, fill, views
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
 
 from datadist_sim import Fault, SimWorld, tensor_views
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim.llm_datadist.configs import LLMRole
-from datadist_sim.llm_datadist.status import LLMException
 from datadist_sim.llm_datadist.status import LLMStatusCode as S
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 from datadist_sim.llm_datadist.v2.llm_types import Cache, CacheKey
 
 
 def code_of(call: Callable[[], object]) -> S:
-    """The status code a call ends with: its LLMException's, or LLM_SUCCESS."""
+    """The status code a call ends with: its LLMException's (either package's, read by name), or
+    LLM_SUCCESS."""
     try:
         call()
-    except LLMException as exc:
-        return exc.status_code
+    except LLM_ERRORS as exc:
+        return as_code(exc.status_code)
     return S.LLM_SUCCESS
 
 

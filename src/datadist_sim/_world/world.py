@@ -66,6 +66,11 @@ class SimConfig:
     ``"reject"`` gives ``LLM_LINK_BUSY`` (the docs), ``"serialize"`` waits (the open-source engine)."""
     metadata_only: bool = False
     """No bytes back simulated memory: transfers check ranges and time but move nothing (large runs)."""
+    unified_exceptions: bool = False
+    """The real split packaging has two exception classes: a v1 ``KvCacheManager`` raises
+    ``llm_datadist_v1.LLMException`` with v1 codes (a plain ``Enum``), which ``except
+    llm_datadist.LLMException`` does not catch (GE ``llm_datadist_v1/status.py``). True raises one class
+    that both names catch, with ``llm_datadist`` codes, as a single package would."""
     legacy_codes: bool = False
     """Produce the legacy model-mode codes under the closest current condition (README, status-code
     matrix): a prefix key bound twice, a pull of a prefix never loaded, a call after finalize, and so on.

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from datadist_sim._current import activate
-from datadist_sim._status import LLMException, LLMStatusCode
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.bench.faults import install
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, DataType, LLMClusterInfo, LLMRole
@@ -151,13 +152,13 @@ class Fabric:
         key = CacheKey(prompt_cluster_id=prompt_id(req.prompt), req_id=req.rid, model_id=0)
         try:
             src = self._manager(self.prompts[req.prompt]).allocate_cache(desc, [key])
-        except LLMException as exc:
-            return exc.status_code
+        except LLM_ERRORS as exc:
+            return as_code(exc.status_code)
         try:
             dst = self._manager(self.decodes[req.decode]).allocate_cache(desc)
-        except LLMException as exc:
+        except LLM_ERRORS as exc:
             self._manager(self.prompts[req.prompt]).deallocate_cache(src)
-            return exc.status_code
+            return as_code(exc.status_code)
         self._caches[req.rid] = (src, dst, key)
         return None
 
@@ -165,8 +166,8 @@ class Fabric:
         _, dst, key = self._caches[req.rid]
         try:
             self._manager(self.decodes[req.decode]).pull_cache(key, dst, batch_index=0)
-        except LLMException as exc:
-            return exc.status_code
+        except LLM_ERRORS as exc:
+            return as_code(exc.status_code)
         return None
 
     def relink(self, req: Request) -> None:
@@ -184,7 +185,7 @@ class Fabric:
             lambda: decode.deallocate_cache(dst),
         ]
         for step in steps:
-            with contextlib.suppress(LLMException):  # a killed cluster's memory is gone already
+            with contextlib.suppress(*LLM_ERRORS):  # a killed cluster's memory is gone already
                 step()
 
 

@@ -13,7 +13,8 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Type, TypeVar
 
-from datadist_sim._status import LLMException, LLMStatusCode
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_v1 import LLM_ERRORS
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.faults import LINK_OPS, TRANSFER_OPS, Call, enter_op, leave_op
 from datadist_sim._world.transfer import timeout_code
@@ -62,7 +63,7 @@ def api_call(method: F) -> F:
             result = method(self, *args, **kwargs)
             outcome, detail = _result_outcome(result)
             return result
-        except LLMException as exc:
+        except LLM_ERRORS as exc:
             outcome = exc.status_code.name
             raise
         except Exception as exc:

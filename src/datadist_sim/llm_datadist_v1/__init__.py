@@ -1,8 +1,10 @@
 """The KvCacheManager-mode package (real package: ``llm_datadist_v1``).
 
-Every shared name is the very object ``llm_datadist`` exports, so one ``LLMException`` (and one ``KvCache``)
-serves both faces. ``KvCacheManager`` and ``LLMDataDist`` are resolved on first access: they belong to the
-engine modules, which import this package's data types themselves.
+The data classes are the very objects ``llm_datadist`` exports (one ``KvCache`` serves both faces); the
+status names are the v1 package's own, as in the real split packaging: ``LLMException`` is another class
+than ``llm_datadist.LLMException`` and ``LLMStatusCode`` a plain ``Enum`` (``_status_v1``).
+``KvCacheManager`` and ``LLMDataDist`` are resolved on first access: they belong to the engine modules,
+which import this package's data types themselves.
 """
 
 from __future__ import annotations
@@ -15,9 +17,6 @@ from datadist_sim.llm_datadist.configs import LLMClusterInfo as LLMClusterInfo
 from datadist_sim.llm_datadist.configs import LlmConfig as LlmConfig
 from datadist_sim.llm_datadist.configs import LLMRole as LLMRole
 from datadist_sim.llm_datadist.data_type import DataType as DataType
-from datadist_sim.llm_datadist.status import LLMException as LLMException
-from datadist_sim.llm_datadist.status import LLMStatusCode as LLMStatusCode
-from datadist_sim.llm_datadist.status import Status as Status
 from datadist_sim.llm_datadist.v2.llm_types import BlocksCacheKey as BlocksCacheKey
 from datadist_sim.llm_datadist.v2.llm_types import CacheDesc as CacheDesc
 from datadist_sim.llm_datadist.v2.llm_types import CacheKey as CacheKey
@@ -31,6 +30,9 @@ from datadist_sim.llm_datadist.v2.llm_types import Placement as Placement
 from datadist_sim.llm_datadist.v2.llm_types import RegisterMemStatus as RegisterMemStatus
 from datadist_sim.llm_datadist.v2.llm_types import TransferConfig as TransferConfig
 from datadist_sim.llm_datadist.v2.llm_types import TransferWithCacheKeyConfig as TransferWithCacheKeyConfig
+from datadist_sim.llm_datadist_v1.status import LLMException as LLMException
+from datadist_sim.llm_datadist_v1.status import LLMStatusCode as LLMStatusCode
+from datadist_sim.llm_datadist_v1.status import Status as Status
 from datadist_sim.llm_datadist_v1.tensor import Tensor as Tensor
 from datadist_sim.llm_datadist_v1.tensor import TensorDesc as TensorDesc
 

@@ -1,9 +1,10 @@
 """``KvCacheManager`` (KvCacheManager mode, real module ``llm_datadist_v1.kv_cache_manager``).
 
 Argument and role checks follow the real file in order; engine calls go to the instance's cache store in
-the world, whose ``SimError`` leaves as ``LLMException``. Differences from CacheManager mode (reference
-§7.2, §12): exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY``, a pull timeout ``LLM_WAIT_PROCESS_TIMEOUT``, and
-``deallocate_cache`` of an id the engine does not know is ``LLM_KV_CACHE_NOT_EXIST``.
+the world, whose ``SimError`` leaves as the v1 package's ``LLMException``. Differences from CacheManager
+mode (reference §7.2, §12): exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY``, a pull timeout
+``LLM_WAIT_PROCESS_TIMEOUT``, and ``deallocate_cache`` of an id the engine does not know is
+``LLM_KV_CACHE_NOT_EXIST``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from datadist_sim.llm_datadist.v2.llm_utils import (
     pack_cache_key,
     pack_cache_key_by_id,
 )
+from datadist_sim.llm_datadist_v1._v1_errors import v1_errors
 from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
@@ -55,8 +57,24 @@ _INVALID_ID = 2**64 - 1
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 
 
+@v1_errors(
+    "check_cache_key",
+    "allocate_blocks_cache",
+    "allocate_cache",
+    "deallocate_cache",
+    "remove_cache_key",
+    "pull_blocks",
+    "pull_cache",
+    "copy_blocks",
+    "copy_cache",
+    "get_cache_tensors",
+    "swap_blocks",
+    "transfer_cache_async",
+)
 class KvCacheManager:
-    """Caches of one KvCacheManager-mode instance. Obtained through ``LLMDataDist.kv_cache_manager``."""
+    """Caches of one KvCacheManager-mode instance. Obtained through ``LLMDataDist.kv_cache_manager``.
+
+    Its errors are the v1 package's (``llm_datadist_v1.LLMException``, v1 codes; ``_v1_errors``)."""
 
     def __init__(self, world: SimWorld, node: ClusterNode, role: LLMRole) -> None:
         self._world = world

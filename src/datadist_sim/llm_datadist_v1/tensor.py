@@ -13,9 +13,9 @@ from typing import Any, List, Optional, Tuple, Union
 import numpy as np
 import numpy.typing as npt
 
+from datadist_sim._status_v1 import LLMStatusCode, handle_llm_status
 from datadist_sim.llm_datadist import data_type
 from datadist_sim.llm_datadist.data_type import DataType
-from datadist_sim.llm_datadist.status import LLMStatusCode, handle_llm_status
 from datadist_sim.llm_datadist.utils.utils import check_isinstance
 
 _ids = itertools.count(1)

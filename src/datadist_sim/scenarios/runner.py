@@ -18,8 +18,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from datadist_sim._status import LLMException, LLMStatusCode
+from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_table import status_info
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._views import tensor_views
 from datadist_sim._world.fault_checks import never_fired
 from datadist_sim._world.trace import TraceSummary, expand_trace_path, open_trace_sink, summarise
@@ -189,13 +190,13 @@ class _Client:
         for attempt in range(self.w.tries):
             try:
                 cache = manager.allocate_cache(self._desc(), [key])
-            except LLMException as exc:
-                if not transient(exc.status_code):
+            except LLM_ERRORS as exc:
+                if not transient(as_code(exc.status_code)):
                     return None
                 self.world.clock.sleep(self.w.backoff_s * 2**attempt)
                 continue
             if self.w.duplicate_keys:
-                with contextlib.suppress(LLMException):
+                with contextlib.suppress(*LLM_ERRORS):
                     manager.allocate_cache(self._desc(), [key])
             for view in tensor_views(cache):
                 view[...] = self.rng.standard_normal(view.shape).astype(view.dtype)
@@ -212,7 +213,7 @@ class _Client:
         manager = self._manager(self.decodes[decode_id])
         try:
             dst = manager.allocate_cache(self._desc())
-        except LLMException:
+        except LLM_ERRORS:
             self._release(prompt_id, src)
             return False, False
         key = CacheKey(prompt_cluster_id=prompt_id, req_id=req_id, model_id=0)
@@ -221,8 +222,8 @@ class _Client:
         for attempt in range(self.w.tries):
             try:
                 manager.pull_cache(key, dst, batch_index=0)
-            except LLMException as exc:
-                code = exc.status_code
+            except LLM_ERRORS as exc:
+                code = as_code(exc.status_code)
                 if code is S.LLM_KV_CACHE_NOT_EXIST and timed_out and self._same(src, dst):
                     delivered = recovered = True
                     break
@@ -237,23 +238,23 @@ class _Client:
                 continue
             delivered = self._same(src, dst)
             if self.w.duplicate_keys:
-                with contextlib.suppress(LLMException):
+                with contextlib.suppress(*LLM_ERRORS):
                     manager.pull_cache(key, dst, batch_index=0)
             break
         self._release(prompt_id, src)
-        with contextlib.suppress(LLMException):
+        with contextlib.suppress(*LLM_ERRORS):
             manager.deallocate_cache(dst)
         return delivered, recovered
 
     def _same(self, src: Any, dst: Any) -> bool:
         try:
             return all(np.array_equal(a, b) for a, b in zip(tensor_views(src), tensor_views(dst)))
-        except LLMException:
+        except LLM_ERRORS:
             return False
 
     def _release(self, prompt_id: int, cache: Any) -> None:
         manager = self._manager(self.prompts[prompt_id])
-        with contextlib.suppress(LLMException):
+        with contextlib.suppress(*LLM_ERRORS):
             manager.deallocate_cache(cache)
 
     # -- tail ---------------------------------------------------------------------------------------
@@ -264,8 +265,8 @@ class _Client:
         prompt = self.prompts[prompt_id]
         try:
             prompt.switch_role(LLMRole.DECODER)
-        except LLMException as exc:
-            self.notes.append(f"switch_role with live links: {exc.status_code.name}")
+        except LLM_ERRORS as exc:
+            self.notes.append(f"switch_role with live links: {as_code(exc.status_code).name}")
         for decode_id, decode in self.decodes.items():
             decode.unlink_clusters([self.info(prompt_id, decode_id)], timeout=1000)
         prompt.switch_role(LLMRole.DECODER)
