@@ -19,11 +19,12 @@ from typing import Callable, Dict, List, Optional
 from tests.reliability._common import link_info, listen_on
 
 from datadist_sim._current import activate
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
-from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
+from datadist_sim.llm_datadist.status import LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.llm_datadist.v2.llm_types import Cache, CacheDesc, CacheKey
 
@@ -123,7 +124,7 @@ def _one(
 ) -> str:
     try:
         p.cache_manager.deallocate_cache(p.cache_manager.allocate_cache(desc, [key]))
-    except LLMException as exc:
+    except LLM_ERRORS as exc:
         report.codes[f"allocate_cache {exc.status_code.name}"] += 1
         return "rejected"
     timed_out = False
@@ -131,8 +132,8 @@ def _one(
         try:
             d.cache_manager.pull_cache(key, dst, index)
             return "delivered"
-        except LLMException as exc:
-            code = exc.status_code
+        except LLM_ERRORS as exc:
+            code = as_code(exc.status_code)
             report.codes[f"pull_cache {code.name}"] += 1
         if code is S.LLM_KV_CACHE_NOT_EXIST and timed_out:
             return "delivered by a timed-out pull"

@@ -11,9 +11,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tests.reliability._common import STATS
 
 from datadist_sim._current import activate
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
-from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
+from datadist_sim.llm_datadist.status import LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 
 PROMPTS = (1, 2)
@@ -66,8 +67,8 @@ class FabricMachine(RuleBasedStateMachine):
         frozenset of those."""
         try:
             result, code = fn(), None
-        except LLMException as exc:
-            result, code = None, exc.status_code
+        except LLM_ERRORS as exc:  # a KvCacheManager raises the v1 package's class
+            result, code = None, as_code(exc.status_code)
         if isinstance(allowed, frozenset):
             ok: Any = allowed
         else:

@@ -27,8 +27,10 @@ from tests.reliability._bad_methods import (
 from tests.reliability._common import STATS
 
 from datadist_sim._current import activate
+from datadist_sim._status_v1 import LLM_ERRORS
 from datadist_sim.llm_datadist.status import LLMException
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
+from datadist_sim.llm_datadist_v1.status import LLMException as V1LLMException
 
 
 def _call(e: Env, method: Method, kwargs: Dict[str, Any]) -> Optional[BaseException]:
@@ -74,6 +76,8 @@ def _wrong_types(env: Env, method: Method) -> None:
     before = env.state()
     for arg, kind in method.kinds.items():
         for label, value, want in bad_values(kind):
+            if method.v1 and want is LLMException:
+                want = V1LLMException  # a KvCacheManager raises the v1 package's class
             kwargs = {**method.good(env), arg: value}
             exc = _call(env, method, kwargs)
             STATS["bad inputs tried"] += 1
@@ -111,6 +115,6 @@ def test_none_for_each_argument(method: Method) -> None:
             want = leaks[(method.name, arg)]
             if type(exc) is not want:
                 problems.append(f"{where}: {type(exc).__name__}: {exc} (want the real {want.__name__})")
-        elif not (isinstance(exc, (TypeError, LLMException)) and method.named(exc, arg)):
+        elif not (isinstance(exc, (TypeError, *LLM_ERRORS)) and method.named(exc, arg)):
             problems.append(f"{where}: {type(exc).__name__}: {exc}")
     assert not problems, "\n".join(problems)

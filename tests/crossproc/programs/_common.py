@@ -75,9 +75,10 @@ def wait_until_gone(cluster_id: int) -> bool:
 def code_of(call: object) -> str:
     """The status-code name a call raises with (``LLM_SUCCESS`` if it returns)."""
     from llm_datadist import LLMException  # type: ignore[import-not-found]
+    from llm_datadist_v1 import LLMException as V1LLMException  # type: ignore[import-not-found]
 
     try:
         call()  # type: ignore[operator]
-    except LLMException as exc:
+    except (LLMException, V1LLMException) as exc:  # a KvCacheManager raises the v1 package's class
         return str(exc.status_code.name)
     return "LLM_SUCCESS"

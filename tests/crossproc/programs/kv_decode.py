@@ -13,9 +13,9 @@ from llm_datadist import (  # type: ignore[import-not-found]
     DataType,
     LLMClusterInfo,
     LLMDataDist,
-    LLMException,
     LLMRole,
 )
+from llm_datadist_v1 import LLMException  # type: ignore[import-not-found]  # what a KvCacheManager raises
 
 import datadist_sim.fabric
 
