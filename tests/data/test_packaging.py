@@ -158,3 +158,17 @@ def test_retry_policy_judges_a_v1_error_by_its_code_name(world: SimWorld) -> Non
 def test_retry_policy_accepts_v1_codes_in_its_code_list() -> None:
     policy = retry_if_code([v1.LLMStatusCode.LLM_TIMEOUT, "LLM_NOT_YET_LINK"])
     assert policy.label == "retry_if_code(LLM_NOT_YET_LINK,LLM_TIMEOUT)"
+
+
+def test_fault_rule_accepts_a_v1_code_by_its_name(world: SimWorld) -> None:
+    from datadist_sim import Fault
+
+    rule = Fault.fail(v1.LLMStatusCode.LLM_LINK_BUSY, op="pull_cache")
+    assert rule.code is hixl.LLMStatusCode.LLM_LINK_BUSY
+    p, d = v1_pair()
+    p.kv_cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
+    dst = d.kv_cache_manager.allocate_cache(desc())
+    world.faults.add(rule)
+    with pytest.raises(v1.LLMException) as caught:
+        d.kv_cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+    assert caught.value.status_code is v1.LLMStatusCode.LLM_LINK_BUSY

@@ -17,6 +17,7 @@ import random
 import threading
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
@@ -187,9 +188,12 @@ def _ops(op: Ops) -> Optional[Tuple[str, ...]]:
 
 
 def to_code(code: Union[LLMStatusCode, int, str]) -> LLMStatusCode:
-    """A status code from a member, its integer value or its name (with or without ``LLM_``)."""
+    """A status code from a member (of either package: a ``llm_datadist_v1`` code is read by its name), its
+    integer value or its name (with or without ``LLM_``)."""
     if isinstance(code, LLMStatusCode):
         return code
+    if isinstance(code, Enum):
+        code = code.name
     if isinstance(code, str):
         name = code if code.startswith("LLM_") else f"LLM_{code}"
         try:
