@@ -15,10 +15,10 @@ from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
 
 from datadist_sim import Fault, SimWorld
 from datadist_sim._current import activate
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.address_space import AddressSpace, tensor_views
 from datadist_sim._world.clock import VirtualClock
 from datadist_sim._world.world import SimConfig
-from datadist_sim.llm_datadist.status import LLMException
 from datadist_sim.llm_datadist.status import LLMStatusCode as S
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.llm_datadist.v2.llm_types import Cache, CacheKey, KvCache
@@ -30,8 +30,8 @@ PULL_S = 0.26
 def code_of(call: Callable[[], object]) -> S:
     try:
         call()
-    except LLMException as exc:
-        return exc.status_code
+    except LLM_ERRORS as exc:  # a KvCacheManager raises the v1 package's class: its code by name
+        return as_code(exc.status_code)
     return S.LLM_SUCCESS
 
 

@@ -30,8 +30,11 @@ def _face_ops() -> Set[str]:
             module = importlib.import_module(info.name)
             for _, cls in inspect.getmembers(module, inspect.isclass):
                 for name, member in vars(cls).items():
-                    if getattr(member, "__code__", None) is _WRAPPER_CODE:
-                        ops.add(name)
+                    while member is not None:  # through outer wrappers (the v1 package's errors)
+                        if getattr(member, "__code__", None) is _WRAPPER_CODE:
+                            ops.add(name)
+                            break
+                        member = getattr(member, "__wrapped__", None)
     return ops
 
 
