@@ -8,12 +8,12 @@ assert simulated times only.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import Dict, List, Tuple
 
 import pytest
+from tests.fabric.test_comm_link import RANK_TABLE
 
 from datadist_sim import SimWorld, VirtualClock
 from datadist_sim.llm_datadist.configs import LLMRole
@@ -21,7 +21,6 @@ from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.llm_datadist.v2.llm_types import RegisterMemStatus
 from datadist_sim.timepatch import patch_time
 
-RANK_TABLE = json.dumps({"version": "1.2", "server_count": "2", "server_list": []})
 PATIENT = 1.0
 """autojump_threshold of these tests' clocks: far above any scheduling delay, so results hold under load."""
 NEVER = 3600.0
