@@ -8,9 +8,10 @@ from typing import Callable
 import pytest
 
 import datadist_sim
+from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist.data_type import DataType
-from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
+from datadist_sim.llm_datadist.status import LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_types import BlocksCacheKey, CacheDesc, CacheKey
 
 from ._books import books, fill
@@ -26,9 +27,11 @@ def desc(batch: int = 2) -> CacheDesc:
 
 
 def code_of(call: Callable[[], object]) -> LLMStatusCode:
-    with pytest.raises(LLMException) as info:
+    """The code of the exception ``call`` raises: ``llm_datadist``'s, or for a ``KvCacheManager`` the v1
+    package's (its code read by name)."""
+    with pytest.raises(LLM_ERRORS) as info:
         call()
-    return info.value.status_code
+    return as_code(info.value.status_code)
 
 
 def refused_and_unchanged(world: SimWorld, call: Callable[[], object]) -> LLMStatusCode:
