@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from datadist_sim._status_v1 import LLM_ERRORS
 from datadist_sim.bench import main, perf, perf_scale
 from datadist_sim.bench.perf_lean import LeanPull, validate_plain
 from datadist_sim.bench.perf_setup import Figure, Pair, validate_like_pull_cache
@@ -45,7 +46,7 @@ def test_plain_checks_and_lean_model_reject_what_pull_cache_rejects(
     with Pair(backed=False, v1=v1) as pair:
         src, dst = pair.prompt_cm.allocate_cache(DESC), pair.decode_cm.allocate_cache(DESC)
         key = key if key is not None else CacheKeyByIdAndIndex(1, src.cache_id, 0)
-        with pytest.raises((TypeError, ValueError, LLMException)):
+        with pytest.raises((TypeError, ValueError, *LLM_ERRORS)):  # a KvCacheManager: the v1 class
             pair.decode_cm.pull_cache(key, dst, batch_index, size)
         with pytest.raises((TypeError, ValueError, LLMException)):
             validate_plain(key, dst, batch_index, size, v1)
