@@ -321,6 +321,29 @@ def test_the_wire_decoder_refuses_a_frame_that_names_code_and_admits_the_protoco
     assert array.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
+def test_the_wire_admits_a_clients_own_cpu_caches_and_ranges_as_the_vendor_samples_send_them() -> None:
+    """The vendor's pull_blocks sample swaps into ``Cache.create_cpu_cache`` (a cache the client builds
+    itself, so it travels by value) and switch_role / transfer_cache_async pass ``range(n)`` lists."""
+    import pickle
+
+    from datadist_sim.fabric.wire import make_loads
+    from datadist_sim.llm_datadist import Cache, CacheDesc, DataType, KvCache, Placement
+
+    def no_refs(pid: Any) -> Any:
+        raise AssertionError(pid)
+
+    loads = make_loads(no_refs)
+    desc = CacheDesc(1, [2, 4], DataType.DT_FLOAT, Placement.HOST)
+    host = np.zeros((2, 4), np.float32)
+    cache = Cache.create_cpu_cache(desc, [host.ctypes.data])
+    kv = KvCache.create_cpu_cache(desc, [host.ctypes.data])
+    decoded = loads(pickle.dumps(("req", 1, "call", (cache, kv, range(2))), protocol=pickle.HIGHEST_PROTOCOL))
+    sent_cache, sent_kv, layers = decoded[3]
+    assert (type(sent_cache), sent_cache.tensor_addrs) == (Cache, [host.ctypes.data])
+    assert type(sent_kv) is KvCache
+    assert layers == range(2)
+
+
 def test_an_exception_of_a_class_outside_the_project_comes_back_as_text_and_imports_nothing() -> None:
     import sys
 

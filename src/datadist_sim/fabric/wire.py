@@ -209,9 +209,11 @@ def server_handshake(sock: socket.socket, token: str) -> bool:
 _DATA_CLASSES = frozenset(
     {
         "BlocksCacheKey",
+        "Cache",  # a client's own ``Cache.create_cpu_cache`` (host memory it owns) travels by value
         "CacheDesc",
         "CacheKey",
         "CacheKeyByIdAndIndex",
+        "KvCache",  # likewise ``KvCache.create_cpu_cache``
         "LLMClusterInfo",
         "LlmConfig",
         "MemInfo",
@@ -234,7 +236,8 @@ def allowed_globals() -> FrozenSet[Tuple[str, str]]:
 
         from datadist_sim import llm_datadist, llm_datadist_v1
 
-        found = set()
+        # plain values a client may pass that pickle by name: ``range(n)`` as a layer or block list
+        found = {("builtins", "range"), ("builtins", "slice"), ("builtins", "complex")}
         for face in (llm_datadist, llm_datadist_v1):
             for name in getattr(face, "__all__", dir(face)):
                 value = getattr(face, name, None)
