@@ -4,14 +4,12 @@ of the same blocks, and memory per live key with one key per cache (backed and m
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
-from typing import Any, Callable, List, Tuple
+from typing import Any, List
 
 import numpy as np
 
 from datadist_sim._views import tensor_views
-from datadist_sim.bench.perf_setup import Figure, Pair, best_of
+from datadist_sim.bench.perf_setup import Figure, Pair, best_of, traced_memory
 from datadist_sim.llm_datadist import (
     BlocksCacheKey,
     CacheDesc,
@@ -100,18 +98,6 @@ def pull_blocks_vs_numpy(blocks: int, repeat: int, inner: int) -> List[Figure]:
     ]
 
 
-def _traced(action: Callable[[], Any]) -> Tuple[int, Any]:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        kept = action()
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before, kept
-    finally:
-        tracemalloc.stop()
-
-
 def memory_one_key_per_cache(backed: bool, live: int = 1000) -> float:
     """Bytes of Python memory (tracemalloc: numpy buffers included) per live key when each of ``live``
     512-byte caches carries one key."""
@@ -126,7 +112,7 @@ def memory_one_key_per_cache(backed: bool, live: int = 1000) -> float:
                 for r in range(50, 50 + live)
             ]
 
-        grown, _ = _traced(grow)
+        grown, _ = traced_memory(grow)
     return grown / live
 
 

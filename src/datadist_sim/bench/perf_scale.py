@@ -7,11 +7,9 @@ so what is measured is bookkeeping, not memcpy.
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
-from typing import Any, Callable, List, Sequence, Tuple
+from typing import Callable, List, Sequence, Tuple
 
-from datadist_sim.bench.perf_setup import CLOCK, Figure, Pair, best_of
+from datadist_sim.bench.perf_setup import CLOCK, Figure, Pair, best_of, traced_memory
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, CacheKeyByIdAndIndex, DataType
 
 KEYS_PER_CACHE = 100
@@ -112,23 +110,11 @@ def request_costs(marks: Sequence[int], chunk: int = 500) -> List[Tuple[int, flo
     return out
 
 
-def _traced(action: Callable[[], Any]) -> Tuple[int, Any]:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        kept = action()
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before, kept
-    finally:
-        tracemalloc.stop()
-
-
 def memory_per_live_key(live: int) -> float:
     """Bytes of Python memory per live key (metadata-only, so no cache bytes are counted)."""
     with Pair(backed=False, pool_bytes=1 << 34) as pair:
         _keyed(pair, 100)  # warm the allocator and the trace ring first
-        grown, _ = _traced(lambda: _keyed(pair, live, first_req=100))
+        grown, _ = traced_memory(lambda: _keyed(pair, live, first_req=100))
         return grown / live
 
 
@@ -140,7 +126,7 @@ def memory_after_requests(requests: int) -> float:
             for r in range(requests):
                 _request(pair, r)
 
-        grown, _ = _traced(run)
+        grown, _ = traced_memory(run)
         return float(grown)
 
 

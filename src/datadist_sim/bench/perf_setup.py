@@ -3,11 +3,13 @@ to P Prompts (CacheManager mode), and the baseline that does ``pull_cache``'s ar
 
 from __future__ import annotations
 
+import gc
 import json
 import time
+import tracemalloc
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Callable, List, Optional, Type
+from typing import Any, Callable, List, Optional, Tuple, Type
 
 from datadist_sim._current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
@@ -50,6 +52,20 @@ class Figure:
 CLOCK = time.process_time
 """CPU time of this process: the benchmark machines are shared, and other processes' load must not
 count against the simulator (every baseline is timed with the same clock)."""
+
+
+def traced_memory(action: Callable[[], Any]) -> Tuple[int, Any]:
+    """Bytes of Python memory (tracemalloc, numpy buffers included) that ``action`` leaves held, and
+    what it returned (kept alive by the caller while it is measured)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = action()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before, kept
+    finally:
+        tracemalloc.stop()
 
 
 def best_of(repeat: int, action: Callable[[], object], inner: int = 1) -> float:
