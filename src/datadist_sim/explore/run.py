@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import copy
 import time
-import traceback
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, List, Optional
 
-from datadist_sim._install import installed
 from datadist_sim._world.clock import VirtualClock, Wake
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.explore.schedule import Schedule
 from datadist_sim.scenarios import rule_from_spec
+from datadist_sim.scenarios.client_run import describe, fake_installed
 
 Target = Callable[[SimWorld], Any]
 SIM_LIMIT_S = 600.0
@@ -108,12 +106,6 @@ def signature_of(exc: BaseException) -> str:
     return type(exc).__name__ + (f"({name})" if isinstance(name, str) else "")
 
 
-def describe(exc: BaseException) -> str:
-    """The failure as the user should see it: the exception, and the innermost frames of the target."""
-    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return "".join(frames[-6:]).rstrip()
-
-
 def run_one(
     target: Target,
     index: int,
@@ -132,20 +124,18 @@ def run_one(
     rules = [rule_from_spec(spec) for spec in schedule]
     if world_out is not None:
         world_out.append(world)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"datadist_sim\.install\(\) shadows the real llm_datadist")
-        with installed(force=True), world.activate():
-            try:
-                if rules:
-                    world.faults.add(*rules)
-                target(world)
-            except BaseException as exc:
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    raise
-                result.failed, result.signature, result.failure = True, signature_of(exc), describe(exc)
-            clock.armed = False
-            tail = world.trace.lines(last=TRACE_TAIL)
-            broken = _cleanup(world) if result.signature != "hang" else []
+    with fake_installed(), world.activate():
+        try:
+            if rules:
+                world.faults.add(*rules)
+            target(world)
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            result.failed, result.signature, result.failure = True, signature_of(exc), describe(exc)
+        clock.armed = False
+        tail = world.trace.lines(last=TRACE_TAIL)
+        broken = _cleanup(world) if result.signature != "hang" else []
     if broken and not result.failed:
         result.failed, result.signature, result.failure = True, "invariant", "; ".join(broken)
     _summarise(world, result)
