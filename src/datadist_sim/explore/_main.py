@@ -134,10 +134,11 @@ def _replay(args: argparse.Namespace, target: Any, limits: Limits) -> int:
 
 
 def _traced_run(template: str, target: Any, seed: int, schedule: Any, limits: Limits) -> RunResult:
-    """One run of ``schedule`` with its whole trace streamed to ``--trace``'s file."""
+    """One run of ``schedule`` with its whole trace streamed to ``--trace``'s file (``run_one`` installs
+    the fake itself, as for ``--replay``)."""
     from datadist_sim._world.trace import open_trace_sink
 
-    with installed(force=True), open_trace_sink(template) as sink:
+    with open_trace_sink(template) as sink:
         return run_one(target, 0, seed, schedule, limits, trace_sink=sink)
 
 
