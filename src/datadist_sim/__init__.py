@@ -10,10 +10,6 @@ assertion rewriter exists; the marker tells pytest that is expected (it rewrites
 
 from __future__ import annotations
 
-from datadist_sim._current import activate as activate
-from datadist_sim._current import current_world as current_world
-from datadist_sim._current import default_world as default_world
-from datadist_sim._current import reset_default_world as reset_default_world
 from datadist_sim._install import install as install
 from datadist_sim._install import installed as installed
 from datadist_sim._install import is_installed as is_installed
@@ -27,6 +23,10 @@ from datadist_sim._status_table import status_info as status_info
 from datadist_sim._views import tensor_views as tensor_views
 from datadist_sim._world.clock import RealClock as RealClock
 from datadist_sim._world.clock import VirtualClock as VirtualClock
+from datadist_sim._world.current import activate as activate
+from datadist_sim._world.current import current_world as current_world
+from datadist_sim._world.current import default_world as default_world
+from datadist_sim._world.current import reset_default_world as reset_default_world
 from datadist_sim._world.faults import Fault as Fault
 from datadist_sim._world.faults import FaultPlan as FaultPlan
 from datadist_sim._world.trace import TraceEvent as TraceEvent

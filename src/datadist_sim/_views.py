@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from datadist_sim._current import current_world
 from datadist_sim._world import address_space
+from datadist_sim._world.current import current_world
 from datadist_sim._world.world import SimWorld
 
 if TYPE_CHECKING:

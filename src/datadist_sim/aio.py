@@ -24,8 +24,8 @@ import selectors
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Coroutine, Mapping, Optional, TypeVar, Union
 
-from datadist_sim._current import current_world
 from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.current import current_world
 from datadist_sim._world.world import SimWorld
 
 __all__ = ["VirtualTimeEventLoop", "event_loop_policy", "run", "to_thread", "wrap"]

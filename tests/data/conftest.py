@@ -8,7 +8,7 @@ from typing import Dict, Iterator, Tuple
 import pytest
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
 
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import LLMStatusCode

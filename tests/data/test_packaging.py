@@ -14,7 +14,7 @@ import pytest
 
 import datadist_sim.llm_datadist as hixl
 import datadist_sim.llm_datadist_v1 as v1
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all

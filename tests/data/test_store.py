@@ -130,7 +130,7 @@ def datadist_sim_desc():  # type: ignore[no-untyped-def]
 
 
 def test_metadata_only_world_transfers_without_bytes() -> None:
-    from datadist_sim._current import activate
+    from datadist_sim._world.current import activate
     from datadist_sim._world.world import SimConfig
     from datadist_sim.llm_datadist.status import LLMStatusCode as Code
     from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all

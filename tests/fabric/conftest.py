@@ -6,7 +6,7 @@ from typing import Dict, Iterator, Optional
 
 import pytest
 
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 from tests.reliability._common import link_info, listen_on, snapshot
 
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType

@@ -9,7 +9,7 @@ import pytest
 from tests.reliability._bad_env import Env, make_env
 from tests.reliability._common import PROFILE, STATS
 
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 
 

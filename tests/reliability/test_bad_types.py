@@ -26,7 +26,7 @@ from tests.reliability._bad_methods import (
 )
 from tests.reliability._common import STATS
 
-from datadist_sim._current import activate
+from datadist_sim._world.current import activate
 from datadist_sim._status_v1 import LLM_ERRORS
 from datadist_sim.llm_datadist.status import LLMException
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all

@@ -1,7 +1,6 @@
 """Cache keys as the engines index them, and the checks one allocate/register call's keys go through.
 
-Keys arrive packed, as the face's ``pack_*`` helpers build them:
-``(cluster_id, cache_id, batch_index, req_id, prefix_id, model_id, is_blocks)``. The engine indexes a key
+Keys arrive packed as ``Key`` (the face's ``pack_*`` helpers build them). The engine indexes a key
 by ``(req_id, model_id)``, by ``(prefix_id, model_id)`` in a separate table when ``prefix_id`` is valid,
 or by ``model_id`` for a blocks key (``(UINT64_MAX, model_id)`` in the request table); ``cluster_id`` only
 routes a pull or push to its peer and is no part of a key. The facts, with file and line:
@@ -10,13 +9,28 @@ routes a pull or push to its peer and is no part of a key. The facts, with file 
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.errors import SimError
 
 INVALID_ID = 2**64 - 1
-PackedKey = Tuple[int, int, int, int, int, int, bool]
+
+
+class Key(NamedTuple):
+    """A cache key as the engine receives it: what the face's ``pack_*`` helpers make of a ``CacheKey``,
+    ``CacheKeyByIdAndIndex`` or ``BlocksCacheKey``. Unused ids are ``INVALID_ID`` (``cache_id`` -1)."""
+
+    cluster_id: int
+    cache_id: int
+    batch_index: int
+    req_id: int
+    prefix_id: int
+    model_id: int
+    is_blocks: bool
+
+
+PackedKey = Key
 EngineKey = Tuple[str, int, int]
 Bound = List[Tuple[EngineKey, int]]
 """``(engine key, batch index)`` of every key a call binds."""

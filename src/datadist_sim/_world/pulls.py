@@ -39,18 +39,18 @@ def _plan_pull(
     world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
 ) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
     dst = store_of(world, node).live(dst_cache_id)
-    if (params[4] or params[5]) and node.mode is Mode.CACHE_MANAGER:
+    if (params.src_tensors or params.dst_tensors) and node.mode is Mode.CACHE_MANAGER:
         # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
         # ``dflow/llm_datadist/v1/common/cache_engine.cc:70-95``)
-        check_layer_split(dst.num_tensors, params[8], "local")
-    store = _remote(world, node, key[0], "pulled from")
+        check_layer_split(dst.num_tensors, params.tensor_num_per_layer, "local")
+    store = _remote(world, node, key.cluster_id, "pulled from")
     with store.lock:
         src, src_batch, consume = store.lookup(key)
         if blocks:
             ranges = blocks_ranges(src, src_batch, dst, params)
         else:
             if store.legacy_codes:
-                legacy_seq_len_check(src, dst, params[0], params[6], params[7])
+                legacy_seq_len_check(src, dst, params.size, params.src_offset, params.dst_offset)
             ranges = contiguous_ranges(src, src_batch, dst, params)
     return store, src, consume, ranges
 
@@ -92,8 +92,8 @@ def pull(
                     store.note_completed(consume)
 
     try:
-        with _activity(world, node, key[0], "pull") as link_lock, link_lock:
-            _run(world, node, "pull_cache", key[0], _req_id(key), plan, commit, remote_is_src=True)
+        with _activity(world, node, key.cluster_id, "pull") as link_lock, link_lock:
+            _run(world, node, "pull_cache", key.cluster_id, _req_id(key), plan, commit, remote_is_src=True)
     finally:
         with local.lock:
             local.inflight.discard(request)
@@ -108,7 +108,7 @@ def _fast_pull(
     register and release the transfer on the link with no one to see it, let the same time pass and
     commit the same ranges; this does exactly that, minus what no one can observe. Returns False, having
     changed nothing, when the slow path must run (which then meets the same state from the start)."""
-    remote_id = key[0]
+    remote_id = key.cluster_id
     peer = node.peers.get(remote_id)
     if (
         peer is None

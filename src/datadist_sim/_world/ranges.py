@@ -3,9 +3,8 @@
 Pure functions of the caches involved (no locks, no time, no faults): ``transfer`` runs them under the
 world lock and commits their ranges all or nothing.
 
-``PullParams`` is the tuple the face's ``pull_cache_v2`` call gets:
-``(size, batch_index, src_blocks, dst_blocks, src_tensor_indices, dst_tensor_indices, src_offset,
-dst_offset, tensor_num_per_layer)``; empty index lists mean "all tensors", offsets ``-1`` mean 0.
+``PullParams`` holds what the face's ``pull_cache_v2`` call gets (the same fields, by name); empty index
+lists mean "all tensors", offsets ``-1`` mean 0.
 
 How the engine sees a cache (hixl ``cache_manager.cc:221-232``, ``CreateCacheEntry``): a contiguous
 cache has ``shape[0]`` batches whose stride is ``tensor_size / shape[0]``; a blocks cache counts as *one*
@@ -15,13 +14,28 @@ on that geometry (``layer_wise_transfer_job.cc:28-44``, ``141-142``), whichever 
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, NamedTuple, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
 from datadist_sim._world.errors import SimError
 
-PullParams = Tuple[int, int, Sequence[int], Sequence[int], Sequence[int], Sequence[int], int, int, int]
+
+class PullParams(NamedTuple):
+    """Which part of a cache a pull or push moves (the real ``pull_cache_v2`` parameters, by name)."""
+
+    size: int
+    """Bytes per tensor of a contiguous pull; -1 for the whole batch."""
+    batch_index: int
+    src_blocks: Sequence[int]
+    dst_blocks: Sequence[int]
+    src_tensors: Sequence[int]
+    dst_tensors: Sequence[int]
+    src_offset: int
+    dst_offset: int
+    tensor_num_per_layer: int
+
+
 Range = Tuple[int, int, int]
 _P = LLMStatusCode.LLM_PARAM_INVALID
 

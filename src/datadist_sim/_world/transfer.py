@@ -232,7 +232,7 @@ def _run(
 
 
 def _req_id(key: PackedKey) -> Optional[int]:
-    return key[3] if 0 <= key[3] < INVALID_ID else None
+    return key.req_id if 0 <= key.req_id < INVALID_ID else None
 
 
 _CONFLICTS = {"pull": "transfer", "transfer": "pull"}
@@ -302,12 +302,12 @@ def push(
 
     def plan() -> List[Range]:
         src = store_of(world, node).live(src_cache_id)
-        store = _remote(world, node, key[0], "pushed to")
+        store = _remote(world, node, key.cluster_id, "pushed to")
         with store.lock:
             dst, dst_batch = store.find_entry(key)
             return push_ranges(src, src_batch, dst, dst_batch, params)
 
-    _serialised(world, node, key[0], "push_cache", plan, kind, _req_id(key))
+    _serialised(world, node, key.cluster_id, "push_cache", plan, kind, _req_id(key))
 
 
 def copy_cache(

@@ -10,6 +10,7 @@ from typing import IO, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import active
 from datadist_sim._world.address_space import AddressSpace
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import Clock, VirtualClock, Wake
@@ -118,9 +119,7 @@ class SimWorld:
 
     def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
         """``with world.activate():`` instances constructed inside the block join this world."""
-        from datadist_sim._current import activate
-
-        return activate(self)
+        return active.activated(self)
 
     # -- clusters -------------------------------------------------------------------------------
 

@@ -18,9 +18,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from datadist_sim._current import activate
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.bench.faults import install
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, DataType, LLMClusterInfo, LLMRole

@@ -97,7 +97,7 @@ class FabricServer:
 
     def serve(self, *, idle_exit_s: Optional[float] = None) -> None:
         """Accept until ``stop()``, or until no process has been connected for ``idle_exit_s``."""
-        from datadist_sim._current import reset_default_world
+        from datadist_sim._world.current import reset_default_world
 
         reset_default_world(self.world)
         if self._sock is None:

@@ -16,10 +16,8 @@ import threading
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import transfer
-from datadist_sim._world.cluster import ClusterNode
-from datadist_sim._world.errors import SimError
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world import door
+from datadist_sim._world.door import ClusterNode, SimError, SimWorld
 from datadist_sim.llm_datadist.status import raise_if_false
 from datadist_sim.llm_datadist.utils.utils import check_isinstance, check_uint64
 from datadist_sim.llm_datadist.v2.llm_types import (
@@ -197,9 +195,7 @@ class _Job:
                 assert config.src_layer_range is not None
                 k = layer - config.src_layer_range.start
                 addrs = list(config.dst_addrs)[k * _PER_LAYER : (k + 1) * _PER_LAYER]
-                transfer.push_to_addrs(
-                    self.world,
-                    self.node,
+                request = door.AddrPushRequest(
                     config.dst_cluster_id,
                     self.cache_id,
                     config.src_batch_index,
@@ -209,36 +205,21 @@ class _Job:
                     self.dst_blocks,
                     self.dst_block_size,
                 )
+                door.push_to_addrs(self.world, self.node, request)
             else:
                 key = config.cache_key
                 dst_idx = [dst_layer * _PER_LAYER + i for i in range(_PER_LAYER)]
-                params: transfer.PullParams = (
-                    -1,
-                    0,
-                    self.src_blocks,
-                    self.dst_blocks,
-                    src_idx,
-                    dst_idx,
-                    -1,
-                    -1,
-                    _PER_LAYER,
+                params = door.PullParams(
+                    -1, 0, self.src_blocks, self.dst_blocks, src_idx, dst_idx, -1, -1, _PER_LAYER
                 )
                 if isinstance(key, BlocksCacheKey):
-                    packed = pack_block_cache_key(key)
-                    transfer.push(self.world, self.node, self.cache_id, 0, packed, params, kind="transfer")
+                    push = door.PushRequest(self.cache_id, 0, pack_block_cache_key(key), params, "transfer")
                 elif isinstance(key, CacheKeyByIdAndIndex):
                     packed = pack_cache_key_by_id(key)
-                    transfer.push(
-                        self.world,
-                        self.node,
-                        self.cache_id,
-                        config.src_batch_index,
-                        packed,
-                        params,
-                        kind="transfer",
-                    )
+                    push = door.PushRequest(self.cache_id, config.src_batch_index, packed, params, "transfer")
                 else:
                     return LLMStatusCode.LLM_PARAM_INVALID
+                door.push(self.world, self.node, push)
         except SimError as exc:
             return exc.code
         return LLMStatusCode.LLM_SUCCESS

@@ -11,19 +11,23 @@ from __future__ import annotations
 import functools
 from contextvars import ContextVar
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Type, TypeVar
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS
-from datadist_sim._world.errors import SimError
-from datadist_sim._world.faults import LINK_OPS, TRANSFER_OPS, Call, enter_op, leave_op
-from datadist_sim._world.transfer import timeout_code
+from datadist_sim._world.door import (
+    LINK_OPS,
+    TRANSFER_OPS,
+    Call,
+    ClusterNode,
+    SimError,
+    SimWorld,
+    enter_op,
+    leave_op,
+    timeout_code,
+)
 from datadist_sim.llm_datadist.status import handle_llm_status
 from datadist_sim.llm_datadist.utils.utils import UINT64_MAX
-
-if TYPE_CHECKING:
-    from datadist_sim._world.cluster import ClusterNode
-    from datadist_sim._world.world import SimWorld
 
 F = TypeVar("F", bound=Callable[..., Any])
 _DOOR_ACTIONS = ("fail", "delay", "timeout")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, List, Optional, TypeVar
 
-from datadist_sim._current import current_world
 from datadist_sim._status import LLMException as HixlLLMException
 from datadist_sim._status_v1 import LLMStatusCode, to_v1, v1_error
+from datadist_sim._world.door import current_world
 from datadist_sim.llm_datadist.v2._transfer import CacheTask
 
 T = TypeVar("T")

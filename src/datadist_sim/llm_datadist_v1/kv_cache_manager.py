@@ -13,10 +13,8 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import pulls, transfer
-from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
-from datadist_sim._world.cluster import ClusterNode
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world import door
+from datadist_sim._world.door import ClusterNode, SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
 from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.configs import LLMRole
@@ -100,21 +98,14 @@ class KvCacheManager:
     def check_cache_key(cache_key: CacheKey) -> None:
         check_cache_key(cache_key)
 
-    def _store(self) -> NodeCaches:
-        return store_of(self._world, self._node)
-
     def _allocate(self, func: str, cache_desc: CacheDesc, keys: List[Any], is_blocks: bool) -> KvCache:
         tensor_size = cache_desc.size
-        entry: Optional[CacheEntry] = None
+        spec = door.CacheSpec(
+            cache_desc.num_tensors, tensor_size, cache_desc.batch_size, True, is_blocks, keys
+        )
+        entry: Optional[door.Allocated] = None
         with engine_call(func, f"cache_desc = {cache_desc}"):
-            entry = self._store().allocate(
-                cache_desc.num_tensors,
-                tensor_size,
-                cache_desc.batch_size,
-                device=True,
-                is_blocks=is_blocks,
-                keys=keys,
-            )
+            entry = door.allocate(self._world, self._node, spec)
         assert entry is not None
         per_device = [list(entry.addrs) for _ in range(max(self._node.device_num, 1))]
         kv_cache = KvCache(entry.cache_id, cache_desc, per_device, self)
@@ -152,7 +143,7 @@ class KvCacheManager:
         check_isinstance("cache", cache, KvCache)
         raise_if_true(self._is_cpu_cache(cache), "Only support device cache")
         with engine_call("[deallocate_cache]", f"cache_id = {cache.cache_id}"):
-            self._store().deallocate(cache.cache_id, missing_ok=False)
+            door.free(self._world, self._node, cache.cache_id, missing_ok=False, needs_pool=False)
         cache._invalidate()
 
     @api_call
@@ -160,7 +151,7 @@ class KvCacheManager:
         self._check_role("[remove_cache_key]", LLMRole.PROMPT)
         check_isinstance("cache_key", cache_key, CacheKey)
         with engine_call("[remove_cache_key]", f"cache_key = {cache_key}"):
-            self._store().remove_key(pack_cache_key(cache_key))
+            door.remove_key(self._world, self._node, pack_cache_key(cache_key))
 
     # -- pulls -------------------------------------------------------------------------------------
 
@@ -198,26 +189,13 @@ class KvCacheManager:
         src_idx, dst_idx = layer_range_to_tensor_indices(
             src_layer_range, dst_layer_range, tensor_num_per_layer
         )
-        params: transfer.PullParams = (
-            -1,
-            0,
-            prompt_blocks,
-            decoder_blocks,
-            src_idx,
-            dst_idx,
-            -1,
-            -1,
-            tensor_num_per_layer,
+        params = door.PullParams(
+            -1, 0, prompt_blocks, decoder_blocks, src_idx, dst_idx, -1, -1, tensor_num_per_layer
         )
+        packed = pack_block_cache_key(prompt_cache_key)
+        request = door.PullRequest(decoder_kv_cache.cache_id, packed, params, True)
         with engine_call("[pull_blocks]", ("prompt_cache_key = {}", prompt_cache_key)):
-            pulls.pull(
-                self._world,
-                self._node,
-                decoder_kv_cache.cache_id,
-                pack_block_cache_key(prompt_cache_key),
-                params,
-                blocks=True,
-            )
+            door.pull(self._world, self._node, request)
 
     @api_call
     def pull_cache(
@@ -261,19 +239,12 @@ class KvCacheManager:
         src_idx, dst_idx = layer_range_to_tensor_indices(
             src_layer_range, dst_layer_range, tensor_num_per_layer
         )
-        params: transfer.PullParams = (
-            size,
-            batch_index,
-            [],
-            [],
-            src_idx,
-            dst_idx,
-            src_off,
-            dst_off,
-            tensor_num_per_layer,
+        params = door.PullParams(
+            size, batch_index, [], [], src_idx, dst_idx, src_off, dst_off, tensor_num_per_layer
         )
+        request = door.PullRequest(kv_cache.cache_id, packed, params, False)
         with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
-            pulls.pull(self._world, self._node, kv_cache.cache_id, packed, params, blocks=False)
+            door.pull(self._world, self._node, request)
 
     # -- local copies --------------------------------------------------------------------------------
 
@@ -290,7 +261,7 @@ class KvCacheManager:
                 check_uint64("dst_block", dst_block)
                 pairs.append((src_block, dst_block))
         with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
-            transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
+            door.copy_blocks(self._world, self._node, cache.cache_id, pairs)
 
     @api_call
     def copy_cache(
@@ -331,16 +302,10 @@ class KvCacheManager:
             [],
         )
         with engine_call("[copy_cache]", f"param = {param}"):
-            transfer.copy_cache(
-                self._world,
-                self._node,
-                dst.cache_id,
-                src.cache_id,
-                dst_batch_index,
-                src_batch_index,
-                offset,
-                size,
+            request = door.CopyRequest(
+                dst.cache_id, src.cache_id, dst_batch_index, src_batch_index, offset, size
             )
+            door.copy_cache(self._world, self._node, request)
 
     @api_call
     def get_cache_tensors(self, cache: KvCache, tensor_index: int = 0) -> List[Tensor]:
@@ -356,9 +321,8 @@ class KvCacheManager:
         desc = TensorDesc(cache.cache_desc.data_type, list(cache.cache_desc.shape))
         tensors: List[Tensor] = []
         with engine_call("[get_cache_tensors]", {"cache_id": cache.cache_id, "tensor_index": tensor_index}):
-            entry = self._store().live(cache.cache_id)
             for _ in cache.per_device_tensor_addrs:
-                raw = self._world.memory.view(entry.addrs[tensor_index], entry.tensor_size)
+                raw = door.tensor_view(self._world, self._node, cache.cache_id, tensor_index)
                 tensors.append(Tensor._from_buffer(raw, desc))
         return tensors
 
@@ -400,14 +364,12 @@ class KvCacheManager:
             f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
         )
         block_size = src.cache_desc.size // src.cache_desc.batch_size
-        ranges = [
-            (dst_addr + d * block_size, src_addr + s * block_size, block_size)
-            for src_addrs, dst_addrs in zip(src.per_device_tensor_addrs, dst.per_device_tensor_addrs)
-            for src_addr, dst_addr in zip(src_addrs, dst_addrs)
-            for s, d in src_to_dst.items()
-        ]
+        src_addrs = [a for addrs in src.per_device_tensor_addrs for a in addrs]
+        dst_addrs = [a for addrs in dst.per_device_tensor_addrs for a in addrs]
+        pairs = list(src_to_dst.items())
+        request = door.SwapRequest(src_addrs, dst_addrs, block_size, pairs)
         with engine_call("[swap_blocks]", "swap blocks failed"):
-            self._world.space_copy(ranges)
+            door.swap_blocks(self._world, request)
 
     @api_call
     def transfer_cache_async(

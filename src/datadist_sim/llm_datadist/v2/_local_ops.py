@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from datadist_sim._world import transfer
-from datadist_sim._world.cluster import ClusterNode
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world import door
+from datadist_sim._world.door import ClusterNode, SimWorld
 from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -42,7 +41,7 @@ class LocalCacheOps:
         raise_if_false(cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
         pairs = [(src, dst) for src, dsts in copy_block_info.items() for dst in dsts]
         with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
-            transfer.copy_blocks(self._world, self._node, cache.cache_id, pairs)
+            door.copy_blocks(self._world, self._node, cache.cache_id, pairs)
 
     @api_call
     def copy_cache(
@@ -83,16 +82,10 @@ class LocalCacheOps:
             [],
         )
         with engine_call("[copy_cache]", f"param = {param}"):
-            transfer.copy_cache(
-                self._world,
-                self._node,
-                dst.cache_id,
-                src.cache_id,
-                dst_batch_index,
-                src_batch_index,
-                offset,
-                size,
+            request = door.CopyRequest(
+                dst.cache_id, src.cache_id, dst_batch_index, src_batch_index, offset, size
             )
+            door.copy_cache(self._world, self._node, request)
 
     @staticmethod
     def _verify_caches(src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
@@ -136,12 +129,9 @@ class LocalCacheOps:
             f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
         )
         block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
-        ranges = [
-            (dst_addr + d * block_size, src_addr + s * block_size, block_size)
-            for src_addr, dst_addr in zip(src_cache.tensor_addrs, dst_cache.tensor_addrs)
-            for s, d in src_to_dst.items()
-        ]
+        pairs = list(src_to_dst.items())
+        request = door.SwapRequest(src_cache.tensor_addrs, dst_cache.tensor_addrs, block_size, pairs)
         with engine_call("[swap_blocks]", "swap blocks failed"):
-            self._world.space_copy(ranges)
+            door.swap_blocks(self._world, request)
 
     # -- not yet simulated ---------------------------------------------------------------------------

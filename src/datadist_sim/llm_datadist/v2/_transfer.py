@@ -17,8 +17,7 @@ from datadist_sim.llm_datadist.utils.utils import (
 from datadist_sim.llm_datadist.v2._keys import BlocksCacheKey, CacheKeyByIdAndIndex
 
 if TYPE_CHECKING:
-    from datadist_sim._world.cluster import ClusterNode
-    from datadist_sim._world.world import SimWorld
+    from datadist_sim._world.door import ClusterNode, SimWorld
 
 TransferKey = Union[BlocksCacheKey, CacheKeyByIdAndIndex]
 

@@ -1,7 +1,7 @@
 """``CacheManager`` (CacheManager mode, real module ``llm_datadist.v2.cache_manager``).
 
 Argument checks follow the real file in order; every engine call goes to the instance's cache store in
-the world (``_world.caches``/``_world.transfer``), whose ``SimError`` leaves as ``LLMException``.
+the world through its door (``_world.door``), whose ``SimError`` leaves as ``LLMException``.
 ``remap_registered_memory`` is a no-op after its checks (the docs call it reserved).
 """
 
@@ -11,12 +11,8 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import pulls, transfer
-from datadist_sim._world.caches import CacheEntry, NodeCaches, store_of
-from datadist_sim._world.cluster import ClusterNode
-from datadist_sim._world.errors import SimError
-from datadist_sim._world.ownership import check_register
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world import door
+from datadist_sim._world.door import ClusterNode, SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
 from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
@@ -77,9 +73,6 @@ class CacheManager(LocalCacheOps, PushOps):
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _store(self) -> NodeCaches:
-        return store_of(self._world, self._node)
-
     def _check_pool(self, cache_desc: CacheDesc) -> None:
         raise_if_false(
             (self._enabled_mem_pool and cache_desc.placement == Placement.DEVICE)
@@ -87,17 +80,17 @@ class CacheManager(LocalCacheOps, PushOps):
             "you should config memory pool firstly and then set placement that matches it.",
         )
 
-    def _allocate(self, func: str, cache_desc: CacheDesc, keys: List[Any], is_blocks: bool) -> CacheEntry:
-        tensor_size = cache_desc.size
+    @staticmethod
+    def _spec(cache_desc: CacheDesc, keys: List[Any], is_blocks: bool) -> door.CacheSpec:
+        device = cache_desc.placement == Placement.DEVICE
+        return door.CacheSpec(
+            cache_desc.num_tensors, cache_desc.size, cache_desc.batch_size, device, is_blocks, keys
+        )
+
+    def _allocate(self, func: str, cache_desc: CacheDesc, keys: List[Any], is_blocks: bool) -> door.Allocated:
+        spec = self._spec(cache_desc, keys, is_blocks)
         with engine_call(func, f"cache_desc = {cache_desc}"):
-            return self._store().allocate(
-                cache_desc.num_tensors,
-                tensor_size,
-                cache_desc.batch_size,
-                device=cache_desc.placement == Placement.DEVICE,
-                is_blocks=is_blocks,
-                keys=keys,
-            )
+            return door.allocate(self._world, self._node, spec)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- allocation --------------------------------------------------------------------------------
@@ -131,10 +124,7 @@ class CacheManager(LocalCacheOps, PushOps):
 
     def _deallocate(self, func: str, cache: Cache) -> None:
         with engine_call(func, f"cache_id = {cache.cache_id}"):
-            store = self._store()
-            if store.device_pool is None and store.host_pool is None:
-                raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "no memory pool is configured")
-            store.deallocate(cache.cache_id, missing_ok=True)
+            door.free(self._world, self._node, cache.cache_id, missing_ok=True, needs_pool=True)
         cache._invalidate()
 
     @api_call
@@ -153,7 +143,7 @@ class CacheManager(LocalCacheOps, PushOps):
     def remove_cache_key(self, cache_key: CacheKey) -> None:
         check_isinstance("cache_key", cache_key, CacheKey)
         with engine_call("[remove_cache_key]", f"cache_key = {cache_key}"):
-            self._store().remove_key(pack_cache_key(cache_key))
+            door.remove_key(self._world, self._node, pack_cache_key(cache_key))
 
     # -- registration ------------------------------------------------------------------------------
 
@@ -164,18 +154,10 @@ class CacheManager(LocalCacheOps, PushOps):
 
     def _register(
         self, func: str, cache_desc: CacheDesc, addrs: List[int], keys: List[Any], is_blocks: bool
-    ) -> CacheEntry:
-        tensor_size = cache_desc.size
-        with engine_call(func, f"cache_desc = {cache_desc}"), self._world.lock:
-            check_register(self._world, self._node.cluster_id, addrs, tensor_size)
-            return self._store().register(
-                addrs,
-                tensor_size,
-                cache_desc.batch_size,
-                device=cache_desc.placement == Placement.DEVICE,
-                is_blocks=is_blocks,
-                keys=keys,
-            )
+    ) -> door.Allocated:
+        spec = self._spec(cache_desc, keys, is_blocks)
+        with engine_call(func, f"cache_desc = {cache_desc}"):
+            return door.register(self._world, self._node, spec, addrs)
         raise AssertionError("unreachable")  # pragma: no cover
 
     @api_call
@@ -235,7 +217,7 @@ class CacheManager(LocalCacheOps, PushOps):
         check_isinstance("cache_id", cache_id, int)
         check_int64("cache_id", cache_id)
         with engine_call("[unregister_cache]", f"cache_id = {cache_id}"):
-            self._store().unregister(cache_id)
+            door.unregister(self._world, self._node, cache_id)
 
     # -- pulls -------------------------------------------------------------------------------------
 
@@ -283,19 +265,12 @@ class CacheManager(LocalCacheOps, PushOps):
         src_idx, dst_idx = layer_range_to_tensor_indices(
             src_layer_range, dst_layer_range, tensor_num_per_layer
         )
-        params: transfer.PullParams = (
-            -1,
-            0,
-            src_list,
-            list(dst_blocks),
-            src_idx,
-            dst_idx,
-            -1,
-            -1,
-            tensor_num_per_layer,
+        params = door.PullParams(
+            -1, 0, src_list, list(dst_blocks), src_idx, dst_idx, -1, -1, tensor_num_per_layer
         )
+        request = door.PullRequest(dst_cache.cache_id, packed, params, True)
         with engine_call("[pull_blocks]", ("src_cache_key = {}", src_cache_key)):
-            pulls.pull(self._world, self._node, dst_cache.cache_id, packed, params, blocks=True)
+            door.pull(self._world, self._node, request)
         _log.info("[pull_blocks] success")
 
     @api_call
@@ -338,19 +313,10 @@ class CacheManager(LocalCacheOps, PushOps):
         src_idx, dst_idx = layer_range_to_tensor_indices(
             src_layer_range, dst_layer_range, tensor_num_per_layer
         )
-        params: transfer.PullParams = (
-            size,
-            batch_index,
-            [],
-            [],
-            src_idx,
-            dst_idx,
-            -1,
-            -1,
-            tensor_num_per_layer,
-        )
+        params = door.PullParams(size, batch_index, [], [], src_idx, dst_idx, -1, -1, tensor_num_per_layer)
+        request = door.PullRequest(cache.cache_id, packed, params, False)
         with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
-            pulls.pull(self._world, self._node, cache.cache_id, packed, params, blocks=False)
+            door.pull(self._world, self._node, request)
         _log.info("[pull_cache] success")
 
     @api_call

@@ -6,8 +6,7 @@ import socket
 from typing import Any, Dict, List, Mapping
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.cluster import Endpoint, NodeSettings
-from datadist_sim._world.errors import SimError
+from datadist_sim._world.door import Endpoint, NodeSettings, SimError
 from datadist_sim.llm_datadist.configs import trans_str_ip
 from datadist_sim.llm_datadist.status import raise_if_false
 from datadist_sim.llm_datadist.utils.utils import check_isinstance

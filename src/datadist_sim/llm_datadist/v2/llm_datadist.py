@@ -11,11 +11,8 @@ import contextlib
 import copy
 from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
-from datadist_sim._current import current_world
-from datadist_sim._world import links
-from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, Role
-from datadist_sim._world.errors import SimError
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world import door
+from datadist_sim._world.door import ClusterNode, Endpoint, Mode, Role, SimError, SimWorld, current_world
 from datadist_sim.llm_datadist._engine import api_call
 from datadist_sim.llm_datadist._engine import engine_call as _engine_call
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole, trans_str_ip
@@ -248,7 +245,7 @@ class LLMDataDist:
                         "when local_comm_res option is unspecified or empty.",
                     )
                 check_uint64("remote_cluster_id", cluster.remote_cluster_id)
-        ret, rets = links.link_clusters(self._world, node, _requests(clusters), timeout)
+        ret, rets = door.link_clusters(self._world, node, _requests(clusters), timeout)
         return code_2_status(ret), [code_2_status(r) for r in rets]
 
     @api_call
@@ -261,7 +258,7 @@ class LLMDataDist:
         check_isinstance("force", force, bool)
         for cluster in clusters:
             check_uint64("remote_cluster_id", cluster.remote_cluster_id)
-        ret, rets = links.unlink_clusters(self._world, node, _requests(clusters), timeout, bool(force))
+        ret, rets = door.unlink_clusters(self._world, node, _requests(clusters), timeout, bool(force))
         return code_2_status(ret), [code_2_status(r) for r in rets]
 
     @staticmethod
@@ -277,7 +274,7 @@ class LLMDataDist:
         self._check_is_not_cache_mgr_mode("check_link_status")
         check_uint64("remote_cluster_id", remote_cluster_id)
         with _engine_call("[check_link_status]", f"remote_cluster_id is {remote_cluster_id}"):
-            links.check_link_status(self._world, node, remote_cluster_id)
+            door.check_link_status(self._world, node, remote_cluster_id)
 
     @api_call
     def switch_role(self, role: LLMRole, switch_options: Optional[Dict[str, str]] = None) -> None:
@@ -373,9 +370,9 @@ def _refuse_on_hixl(node: ClusterNode) -> None:
         raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "The feature is not supported.")
 
 
-def _requests(clusters: Clusters) -> List[links.LinkRequest]:
+def _requests(clusters: Clusters) -> List[door.LinkRequest]:
     return [
-        links.LinkRequest(
+        door.LinkRequest(
             remote_cluster_id=int(cluster.remote_cluster_id or 0),
             local=tuple((int_to_ip(ip), port) for ip, port in cluster.local_ip_info_list),
             remote=tuple((int_to_ip(ip), port) for ip, port in cluster.remote_ip_info_list),

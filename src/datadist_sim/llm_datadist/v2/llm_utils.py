@@ -2,7 +2,7 @@
 
 Only the pure helpers live here; the real module's transfer job/thread machinery belongs to the simulated
 engine, which drives ``CacheTask`` (``llm_types``) with its own worker thread. The ``pack_*`` functions give
-the field tuples the engine call receives, and are what the simulator keys its tables by, since key objects
+the ``Key`` the engine call receives, and are what the simulator keys its tables by, since key objects
 compare by identity.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence, Tuple
 
+from datadist_sim._world.door import Key
 from datadist_sim.llm_datadist.data_type import DataType, element_size
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -30,7 +31,7 @@ from datadist_sim.llm_datadist.v2.llm_types import (
 _INVALID_ID = UINT64_MAX
 _NUM_TENSORS_PER_LAYER = 2
 
-PackedKey = Tuple[int, int, int, int, int, int, bool]
+PackedKey = Key
 
 
 def clone_cache_desc(cache_desc: CacheDesc) -> CacheDesc:
@@ -143,7 +144,7 @@ def pack_cache_desc(cache_desc: CacheDesc) -> Tuple[int, int, int, List[int], in
 
 def pack_cache_key(cache_key: CacheKey) -> PackedKey:
     """(cluster_id, cache_id, batch_index, req_id, prefix_id, model_id, is_blocks) of a ``CacheKey``."""
-    return (
+    return Key(
         cache_key.prompt_cluster_id,
         -1,
         0,
@@ -155,7 +156,7 @@ def pack_cache_key(cache_key: CacheKey) -> PackedKey:
 
 
 def pack_cache_key_by_id(cache_key: CacheKeyByIdAndIndex) -> PackedKey:
-    return (
+    return Key(
         cache_key.cluster_id,
         cache_key.cache_id,
         cache_key.batch_index,
@@ -167,7 +168,7 @@ def pack_cache_key_by_id(cache_key: CacheKeyByIdAndIndex) -> PackedKey:
 
 
 def pack_block_cache_key(cache_key: BlocksCacheKey) -> PackedKey:
-    return (cache_key.prompt_cluster_id, -1, 0, _INVALID_ID, _INVALID_ID, cache_key.model_id, True)
+    return Key(cache_key.prompt_cluster_id, -1, 0, _INVALID_ID, _INVALID_ID, cache_key.model_id, True)
 
 
 def pack_mem_info(mem_info: MemInfo) -> Tuple[int, int, int]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator, List, Optional
+from typing import Optional, cast
 
+from datadist_sim._world import active
 from datadist_sim._world.world import SimWorld
 
 _lock = threading.Lock()
-_stack: List[SimWorld] = []
 _default: Optional[SimWorld] = None
 
 
@@ -32,19 +32,10 @@ def reset_default_world(world: Optional[SimWorld] = None) -> SimWorld:
 
 def current_world() -> SimWorld:
     """The innermost activated world, else the default one. Process-wide, so client threads share it."""
-    with _lock:
-        if _stack:
-            return _stack[-1]
-    return default_world()
+    world = active.innermost()
+    return default_world() if world is None else cast(SimWorld, world)
 
 
-@contextlib.contextmanager
-def activate(world: SimWorld) -> Iterator[SimWorld]:
+def activate(world: SimWorld) -> contextlib.AbstractContextManager[SimWorld]:
     """Make ``world`` current for the block: instances constructed inside it join ``world``."""
-    with _lock:
-        _stack.append(world)
-    try:
-        yield world
-    finally:
-        with _lock:
-            _stack.remove(world)
+    return active.activated(world)

@@ -1,0 +1,206 @@
+"""The door: the one interface through which the faces (``llm_datadist``, ``llm_datadist_v1``) reach the
+world.
+
+A face validates a public call in the real library's order and with its messages, then translates it into
+one typed request here (``CacheSpec``, ``PullRequest``, ``PushRequest``, ``CopyRequest`` ...). From the
+door on, the world decides and acts: the same request from either face takes the same path, so v1 and v2
+share everything after their own checks. The names a face needs to hold world objects (``SimWorld``,
+``ClusterNode``, ``SimError`` ...) are re-exported here, so a face imports this module and no other of
+the world.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Sequence, Tuple
+
+import numpy as np
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import pulls, transfer
+from datadist_sim._world.caches import store_of
+from datadist_sim._world.cluster import ClusterNode as ClusterNode
+from datadist_sim._world.cluster import Endpoint as Endpoint
+from datadist_sim._world.cluster import Mode as Mode
+from datadist_sim._world.cluster import NodeSettings as NodeSettings
+from datadist_sim._world.cluster import Role as Role
+from datadist_sim._world.current import current_world as current_world
+from datadist_sim._world.errors import SimError as SimError
+from datadist_sim._world.faults import LINK_OPS as LINK_OPS
+from datadist_sim._world.faults import TRANSFER_OPS as TRANSFER_OPS
+from datadist_sim._world.faults import Call as Call
+from datadist_sim._world.faults import enter_op as enter_op
+from datadist_sim._world.faults import leave_op as leave_op
+from datadist_sim._world.keys import INVALID_ID as INVALID_ID
+from datadist_sim._world.keys import Key as Key
+from datadist_sim._world.links import LinkRequest as LinkRequest
+from datadist_sim._world.links import check_link_status as check_link_status
+from datadist_sim._world.links import link_clusters as link_clusters
+from datadist_sim._world.links import unlink_clusters as unlink_clusters
+from datadist_sim._world.ownership import check_register
+from datadist_sim._world.ranges import PullParams as PullParams
+from datadist_sim._world.transfer import timeout_code as timeout_code
+from datadist_sim._world.world import SimWorld as SimWorld
+
+
+class CacheSpec(NamedTuple):
+    """A cache to allocate or register: ``num_tensors`` tensors of ``tensor_size`` bytes in
+    ``batch_size`` batches (blocks), on the device or the host, bound to ``keys``."""
+
+    num_tensors: int
+    tensor_size: int
+    batch_size: int
+    device: bool
+    is_blocks: bool
+    keys: List[Key]
+
+
+class Allocated(NamedTuple):
+    """A cache the world made: its id and the address of each tensor."""
+
+    cache_id: int
+    addrs: List[int]
+
+
+class PullRequest(NamedTuple):
+    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id`` (blocks or batches)."""
+
+    dst_cache_id: int
+    key: Key
+    params: PullParams
+    blocks: bool
+
+
+class PushRequest(NamedTuple):
+    """Write batch ``src_batch`` of the local cache ``src_cache_id`` into what ``key`` names remotely."""
+
+    src_cache_id: int
+    src_batch: int
+    key: Key
+    params: PullParams
+    kind: str = "push"
+
+
+class AddrPushRequest(NamedTuple):
+    """Write local tensors to raw addresses of ``remote_id`` (a ``TransferConfig``)."""
+
+    remote_id: int
+    src_cache_id: int
+    src_batch: int
+    tensor_indices: Sequence[int]
+    dst_addrs: Sequence[int]
+    src_blocks: Sequence[int]
+    dst_blocks: Sequence[int]
+    dst_block_size: int
+
+
+class CopyRequest(NamedTuple):
+    """Copy ``size`` bytes (-1: the rest of the batch) at ``offset`` of one batch of each tensor, between
+    two local caches."""
+
+    dst_cache_id: int
+    src_cache_id: int
+    dst_batch: int
+    src_batch: int
+    offset: int
+    size: int
+
+
+class SwapRequest(NamedTuple):
+    """Move blocks between a host and a device cache: ``pairs`` of (source, destination) block indices
+    of each tensor pair ``(src_addrs[i], dst_addrs[i])``; blocks are ``block_size`` bytes."""
+
+    src_addrs: Sequence[int]
+    dst_addrs: Sequence[int]
+    block_size: int
+    pairs: Sequence[Tuple[int, int]]
+
+
+# -- caches -------------------------------------------------------------------------------------------
+
+
+def allocate(world: SimWorld, node: ClusterNode, spec: CacheSpec) -> Allocated:
+    """A cache from the node's memory pool, bound to ``spec.keys``."""
+    entry = store_of(world, node).allocate(
+        spec.num_tensors,
+        spec.tensor_size,
+        spec.batch_size,
+        device=spec.device,
+        is_blocks=spec.is_blocks,
+        keys=spec.keys,
+    )
+    return Allocated(entry.cache_id, list(entry.addrs))
+
+
+def register(world: SimWorld, node: ClusterNode, spec: CacheSpec, addrs: List[int]) -> Allocated:
+    """A cache over memory the caller owns (``addrs``, one per tensor), bound to ``spec.keys``."""
+    with world.lock:
+        check_register(world, node.cluster_id, addrs, spec.tensor_size)
+        entry = store_of(world, node).register(
+            addrs,
+            spec.tensor_size,
+            spec.batch_size,
+            device=spec.device,
+            is_blocks=spec.is_blocks,
+            keys=spec.keys,
+        )
+    return Allocated(entry.cache_id, list(entry.addrs))
+
+
+def free(world: SimWorld, node: ClusterNode, cache_id: int, *, missing_ok: bool, needs_pool: bool) -> None:
+    """Drop a cache's id (the memory goes once no key holds it); ``needs_pool``: no pool configured is
+    ``LLM_FEATURE_NOT_ENABLED`` (the v2 engine's check)."""
+    store = store_of(world, node)
+    if needs_pool and store.device_pool is None and store.host_pool is None:
+        raise SimError(LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "no memory pool is configured")
+    store.deallocate(cache_id, missing_ok=missing_ok)
+
+
+def unregister(world: SimWorld, node: ClusterNode, cache_id: int) -> None:
+    store_of(world, node).unregister(cache_id)
+
+
+def remove_key(world: SimWorld, node: ClusterNode, key: Key) -> None:
+    store_of(world, node).remove_key(key)
+
+
+def tensor_view(world: SimWorld, node: ClusterNode, cache_id: int, tensor_index: int) -> np.ndarray:
+    """The bytes of one tensor of a live cache, as a writable view of its simulated memory."""
+    entry = store_of(world, node).live(cache_id)
+    return world.memory.view(entry.addrs[tensor_index], entry.tensor_size)
+
+
+# -- data ---------------------------------------------------------------------------------------------
+
+
+def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
+    pulls.pull(world, node, request.dst_cache_id, request.key, request.params, blocks=request.blocks)
+
+
+def push(world: SimWorld, node: ClusterNode, request: PushRequest) -> None:
+    transfer.push(
+        world, node, request.src_cache_id, request.src_batch, request.key, request.params, kind=request.kind
+    )
+
+
+def push_to_addrs(world: SimWorld, node: ClusterNode, request: AddrPushRequest) -> None:
+    transfer.push_to_addrs(world, node, *request)
+
+
+def copy_cache(world: SimWorld, node: ClusterNode, request: CopyRequest) -> None:
+    transfer.copy_cache(world, node, *request)
+
+
+def copy_blocks(world: SimWorld, node: ClusterNode, cache_id: int, pairs: Sequence[Tuple[int, int]]) -> None:
+    transfer.copy_blocks(world, node, cache_id, pairs)
+
+
+def swap_blocks(world: SimWorld, request: SwapRequest) -> None:
+    """Host <-> device block moves; every range is checked before a byte moves (``space_copy``)."""
+    size = request.block_size
+    world.space_copy(
+        [
+            (dst + d * size, src + s * size, size)
+            for src, dst in zip(request.src_addrs, request.dst_addrs)
+            for s, d in request.pairs
+        ]
+    )
