@@ -569,8 +569,8 @@ def test_fragmented_pool_fails_with_enough_free_bytes_in_total(world: SimWorld) 
 def test_same_pull_in_flight_is_repeat_request_and_pulls_serialise() -> None:
     import threading
 
-    from datadist_sim._world.current import activate
     from datadist_sim._world.clock import RealClock
+    from datadist_sim._world.current import activate
     from datadist_sim._world.world import SimConfig
     from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 

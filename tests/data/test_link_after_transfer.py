@@ -10,9 +10,9 @@ from typing import List, Tuple
 import pytest
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
 
-from datadist_sim._world.current import activate
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.clock import RealClock
+from datadist_sim._world.current import activate
 from datadist_sim._world.transfer import transfers_running
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist import DataType

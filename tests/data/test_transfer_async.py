@@ -141,8 +141,8 @@ def test_dst_layer_range_is_indexed_by_absolute_layer_as_in_real(world: SimWorld
 def test_pull_during_transfer_on_one_link_is_link_busy_or_waits(mode: str) -> None:
     import threading
 
-    from datadist_sim._world.current import activate
     from datadist_sim._world.clock import RealClock
+    from datadist_sim._world.current import activate
     from datadist_sim._world.world import SimConfig
     from datadist_sim.llm_datadist.status import LLMException
     from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all

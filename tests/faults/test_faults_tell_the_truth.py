@@ -14,10 +14,10 @@ from tests.data.test_cache_manager_v2 import desc
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
 
 from datadist_sim import Fault, SimWorld
-from datadist_sim._world.current import activate
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.address_space import AddressSpace, tensor_views
 from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig
 from datadist_sim.llm_datadist.status import LLMStatusCode as S
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all

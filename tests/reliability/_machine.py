@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tests.reliability._common import STATS
 
-from datadist_sim._world.current import activate
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
+from datadist_sim._world.current import activate
 from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
 from datadist_sim.llm_datadist.status import LLMStatusCode

@@ -26,8 +26,8 @@ from tests.reliability._bad_methods import (
 )
 from tests.reliability._common import STATS
 
-from datadist_sim._world.current import activate
 from datadist_sim._status_v1 import LLM_ERRORS
+from datadist_sim._world.current import activate
 from datadist_sim.llm_datadist.status import LLMException
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 from datadist_sim.llm_datadist_v1.status import LLMException as V1LLMException

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from tests.reliability._common import link_info, listen_on
 
-from datadist_sim._world.current import activate
 from datadist_sim._world.address_space import tensor_views
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from tests.reliability._common import NIGHTLY, STATS, check_books, link_info, listen_on
 
-from datadist_sim._world.current import activate
 from datadist_sim._world.address_space import tensor_views
 from datadist_sim._world.clock import Clock, RealClock, VirtualClock
+from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.cluster import ClusterNode, Mode, NodeSettings
+from datadist_sim._world.cluster import Mode, NodeSettings
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import (
     INVALID_ID as INVALID_ID,
@@ -44,7 +44,6 @@ from datadist_sim._world.registration import RegistrationLedger
 
 if TYPE_CHECKING:
     from datadist_sim._world.address_space import AddressSpace
-    from datadist_sim._world.world import SimWorld
 
 V1_DEFAULT_POOL_BYTES = 1 << 30
 V1_DEFAULT_MEM_UTILIZATION = 0.95
@@ -392,16 +391,3 @@ def legacy_seq_len_check(
             f"{nbytes} B from offsets {src_offset}/{dst_offset} exceed the per-request slice "
             f"(remote {src.batch_bytes} B, local {dst.batch_bytes} B)",
         )
-
-
-def create_store(world: SimWorld, node: ClusterNode) -> NodeCaches:
-    return NodeCaches(world.memory, node.mode, node.settings, legacy_codes=world.config.legacy_codes)
-
-
-def store_of(world: SimWorld, node: ClusterNode) -> NodeCaches:
-    store = world.caches.get(node.cluster_id)
-    if store is None or not node.alive:
-        if world.config.legacy_codes and node.cluster_id not in world.killed:
-            raise SimError(LLMStatusCode.LLM_ENGINE_FINALIZED, f"cluster {node.cluster_id} is finalized")
-        raise SimError(LLMStatusCode.LLM_FAILED, f"cluster {node.cluster_id} is not initialised")
-    return store

@@ -15,16 +15,43 @@ times out: ``llm.LinkTotalTime`` seconds after the member's own ``link``, or 30 
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Dict, Optional
+from typing import Dict, Optional, Protocol
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.clock import Wake
 from datadist_sim._world.cluster import ClusterNode, PeerLink
+from datadist_sim._world.config import SimConfig
 from datadist_sim._world.errors import SimError
 
-if TYPE_CHECKING:
-    from datadist_sim._world.world import SimWorld
+
+class CommWorld(Protocol):
+    """What communicators need of their world (a ``SimWorld``); the world holds the registry, so the
+    registry sees the world only through this and does not import it."""
+
+    lock: threading.RLock
+    config: SimConfig
+
+    def now(self) -> float: ...
+
+    def node(self, cluster_id: int) -> Optional[ClusterNode]: ...
+
+    def unreachable(self, a: int, b: int) -> bool: ...
+
+    def wait_until(self, when: float, wake: Optional[Wake] = None) -> None: ...
+
+    def record(
+        self,
+        cluster_id: Optional[int],
+        op: str,
+        outcome: str,
+        detail: str = "",
+        *,
+        args: object = "",
+        kind: str = "event",
+    ) -> None: ...
 
 
 class CommStatus(Enum):
@@ -71,7 +98,7 @@ class Communicator:
 class CommRegistry:
     """All communicators of one world, with per-instance comm ids counted from 1."""
 
-    def __init__(self, world: SimWorld) -> None:
+    def __init__(self, world: CommWorld) -> None:
         self._world = world
         self._by_name: Dict[str, Communicator] = {}
         self._by_id: Dict[int, Dict[int, str]] = {}

@@ -17,7 +17,6 @@ import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import pulls, transfer
-from datadist_sim._world.caches import store_of
 from datadist_sim._world.cluster import ClusterNode as ClusterNode
 from datadist_sim._world.cluster import Endpoint as Endpoint
 from datadist_sim._world.cluster import Mode as Mode
@@ -40,6 +39,7 @@ from datadist_sim._world.ownership import check_register
 from datadist_sim._world.ranges import PullParams as PullParams
 from datadist_sim._world.transfer import timeout_code as timeout_code
 from datadist_sim._world.world import SimWorld as SimWorld
+from datadist_sim._world.world import store_of
 
 
 class CacheSpec(NamedTuple):

@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check, store_of
+from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import EngineKey, PackedKey
@@ -32,7 +32,7 @@ from datadist_sim._world.transfer import (
     _run,
     _time_out,
 )
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.world import SimWorld, store_of
 
 
 def _plan_pull(

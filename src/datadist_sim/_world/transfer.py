@@ -14,7 +14,7 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.caches import NodeCaches, store_of
+from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.faults import Call, current_op
@@ -26,7 +26,7 @@ from datadist_sim._world.ranges import (
     addr_ranges,
     push_ranges,
 )
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.world import SimWorld, store_of
 
 __all__ = ["PullParams", "Range", "copy_blocks", "copy_cache", "push", "push_to_addrs"]
 _P = LLMStatusCode.LLM_PARAM_INVALID
