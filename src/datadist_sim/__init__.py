@@ -27,8 +27,6 @@ from datadist_sim._world.current import activate as activate
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.current import default_world as default_world
 from datadist_sim._world.current import reset_default_world as reset_default_world
-from datadist_sim._world.faults import Fault as Fault
-from datadist_sim._world.faults import FaultPlan as FaultPlan
 from datadist_sim._world.trace import TraceEvent as TraceEvent
 from datadist_sim._world.trace import read_jsonl as read_trace
 from datadist_sim._world.trace import summarise as summarise_trace
@@ -36,6 +34,8 @@ from datadist_sim._world.world import HCCS_BYTES_PER_S as HCCS_BYTES_PER_S
 from datadist_sim._world.world import ROCE_BYTES_PER_S as ROCE_BYTES_PER_S
 from datadist_sim._world.world import SimConfig as SimConfig
 from datadist_sim._world.world import SimWorld as SimWorld
+from datadist_sim.faults import Fault as Fault
+from datadist_sim.faults import FaultPlan as FaultPlan
 
 __version__ = "0.1.0"
 

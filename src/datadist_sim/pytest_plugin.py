@@ -33,8 +33,8 @@ from datadist_sim._assertions import TRACE_LINES, assert_llm_error, assert_trace
 from datadist_sim._coverage import CodeCoverage
 from datadist_sim._install import installed, is_installed
 from datadist_sim._world.clock import VirtualClock
-from datadist_sim._world.fault_checks import never_fired
 from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim.faults.plan import never_fired
 from datadist_sim.timepatch import patch_time
 
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]

@@ -11,10 +11,10 @@ from typing import Any, List
 import pytest
 
 from datadist_sim.bench import main, report
-from datadist_sim.bench.faults import Timing, bench_rules, windows
 from datadist_sim.bench.metrics import percentile, recovery
 from datadist_sim.bench.retry_bench import POLICIES, Results, run_cell, run_matrix
 from datadist_sim.bench.workload import Request, Workload
+from datadist_sim.faults.retime import Timing, bench_rules, windows
 
 SMALL = Workload(requests=200, rate_per_s=10.0)
 TIMING = Timing(start_s=4.0, window_s=8.0)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from datadist_sim.bench.faults import Timing
 from datadist_sim.bench.retry_bench import POLICIES, Spread, policy_factory, run_matrix
 from datadist_sim.bench.workload import Workload
+from datadist_sim.faults.retime import Timing
 
 SMALL = Workload(requests=60, rate_per_s=10.0)
 TIMING = Timing(start_s=1.0, window_s=3.0)

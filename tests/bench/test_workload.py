@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from datadist_sim import Fault, LLMStatusCode
-from datadist_sim.bench.faults import Timing, bench_rules
 from datadist_sim.bench.workload import Driver, EventClock, Workload, make_requests
+from datadist_sim.faults.retime import Timing, bench_rules
 from datadist_sim.retry import code_aware, immediate, no_retry
 
 SMALL = Workload(requests=120, rate_per_s=10.0)

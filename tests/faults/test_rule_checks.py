@@ -14,8 +14,8 @@ import pytest
 import datadist_sim.llm_datadist
 import datadist_sim.llm_datadist_v1
 from datadist_sim import Fault, scenarios
-from datadist_sim._world.fault_checks import API_OPS
 from datadist_sim.cli import main
+from datadist_sim.faults.checks import API_OPS
 from datadist_sim.llm_datadist._engine import api_call
 from datadist_sim.scenarios.runner import run
 

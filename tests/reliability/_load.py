@@ -20,8 +20,8 @@ from tests.reliability._common import link_info, listen_on
 
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.current import activate
-from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim.faults.rules import Fault
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMStatusCode

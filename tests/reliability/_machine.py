@@ -12,8 +12,8 @@ from tests.reliability._common import STATS
 
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.current import activate
-from datadist_sim._world.faults import Fault
 from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
+from datadist_sim.faults.rules import Fault
 from datadist_sim.llm_datadist.status import LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 

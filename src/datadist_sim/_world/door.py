@@ -17,6 +17,7 @@ import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import pulls, transfer
+from datadist_sim._world.call_faults import meet_door_faults as meet_door_faults
 from datadist_sim._world.cluster import ClusterNode as ClusterNode
 from datadist_sim._world.cluster import Endpoint as Endpoint
 from datadist_sim._world.cluster import Mode as Mode
@@ -24,11 +25,6 @@ from datadist_sim._world.cluster import NodeSettings as NodeSettings
 from datadist_sim._world.cluster import Role as Role
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.errors import SimError as SimError
-from datadist_sim._world.faults import LINK_OPS as LINK_OPS
-from datadist_sim._world.faults import TRANSFER_OPS as TRANSFER_OPS
-from datadist_sim._world.faults import Call as Call
-from datadist_sim._world.faults import enter_op as enter_op
-from datadist_sim._world.faults import leave_op as leave_op
 from datadist_sim._world.keys import INVALID_ID as INVALID_ID
 from datadist_sim._world.keys import Key as Key
 from datadist_sim._world.links import LinkRequest as LinkRequest
@@ -37,9 +33,10 @@ from datadist_sim._world.links import link_clusters as link_clusters
 from datadist_sim._world.links import unlink_clusters as unlink_clusters
 from datadist_sim._world.ownership import check_register
 from datadist_sim._world.ranges import PullParams as PullParams
-from datadist_sim._world.transfer import timeout_code as timeout_code
 from datadist_sim._world.world import SimWorld as SimWorld
 from datadist_sim._world.world import store_of
+from datadist_sim.faults.rules import enter_op as enter_op
+from datadist_sim.faults.rules import leave_op as leave_op
 
 
 class CacheSpec(NamedTuple):

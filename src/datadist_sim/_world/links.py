@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.faults import Call, current_op
+from datadist_sim.faults.effects import link_effect
+from datadist_sim.faults.plan import Call
+from datadist_sim.faults.rules import current_op
 
 if TYPE_CHECKING:
     from datadist_sim._world.world import SimWorld
@@ -251,14 +253,15 @@ def _connect(
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
     if node.mode is Mode.KV_CACHE_MANAGER and server.role is not Role.PROMPT:
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
+    call = Call(current_op("link_clusters"), node.cluster_id, server.cluster_id)
+    effect = link_effect(world.faults.on_call(call))
+    if effect.fail is not None:
+        return effect.fail, cfg.message_rtt_s
     setup_s = cfg.link_setup_s
-    for rule in world.faults.on_call(Call(current_op("link_clusters"), node.cluster_id, server.cluster_id)):
-        if rule.action == "fail" and rule.code is not None:
-            return rule.code, cfg.message_rtt_s
-        if rule.action == "delay":
-            setup_s += rule.seconds
-        elif rule.action == "timeout":
-            setup_s = float("inf")
+    for extra in effect.delays:
+        setup_s += extra
+    if effect.timeout:
+        setup_s = float("inf")
     hung = world.faults.hung(server.cluster_id)
     if not hung and world.unreachable(node.cluster_id, server.cluster_id):
         return S.LLM_LINK_FAILED, timeout_s

@@ -17,7 +17,6 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.faults import Call, current_op
 from datadist_sim._world.keys import INVALID_ID, PackedKey
 from datadist_sim._world.ownership import check_destinations
 from datadist_sim._world.ranges import (
@@ -27,6 +26,9 @@ from datadist_sim._world.ranges import (
     push_ranges,
 )
 from datadist_sim._world.world import SimWorld, store_of
+from datadist_sim.faults.effects import NONE, Poison, transfer_effect
+from datadist_sim.faults.plan import Call
+from datadist_sim.faults.rules import current_op
 
 __all__ = ["PullParams", "Range", "copy_blocks", "copy_cache", "push", "push_to_addrs"]
 _P = LLMStatusCode.LLM_PARAM_INVALID
@@ -155,6 +157,16 @@ def _pass_time(
     world.elapse(end - world.now())
 
 
+def _poison(world: SimWorld, poison: Poison, first: Range, remote_is_src: bool) -> None:
+    """A poison rule's UCE: the first bytes (at most 64) of the transfer's first range, on the side the
+    rule names; the plan remembers the range, to heal it with the rule."""
+    dst, src, size = first
+    address = src if remote_is_src == poison.remote else dst
+    span = max(min(size, 64), 1)
+    world.memory.poison(address, span)
+    world.faults.note_poison(poison.rule, address, span)
+
+
 def _run(
     world: SimWorld,
     node: ClusterNode,
@@ -176,35 +188,32 @@ def _run(
         remote = world.node(remote_id)
     nbytes = sum(r[2] for r in ranges)
     fired_before = world.faults.fired_total
-    rules = world.faults.on_call(Call(current_op(op), node.cluster_id, remote_id, req_id))
+    fired = world.faults.on_call(Call(current_op(op), node.cluster_id, remote_id, req_id))
     if _silent(world, node, remote_id):
         _time_out(world, node, remote_id, nbytes)
+    effect = transfer_effect(fired, world.faults.coin)  # after the check: a silent peer flips no coin
     seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
-    for rule in rules:
-        if rule.action == "fail" and rule.code is not None:
-            raise SimError(rule.code, f"injected by fault rule {rule.name!r}")
-        if rule.action == "delay":
-            seconds += rule.seconds
-        elif rule.action == "poison" and ranges:
-            dst, src, size = ranges[0]
-            address = src if remote_is_src == (rule.side == "remote") else dst
-            span = max(min(size, 64), 1)
-            world.memory.poison(address, span)
-            world.faults.note_poison(rule, address, span)
-        elif rule.action == "cut_link":
+    if effect is not NONE:  # what the rules that fired do, as ``faults.effects`` says, in its order
+        for extra in effect.delays:
+            seconds += extra
+        if ranges:
+            for poison in effect.poison:
+                _poison(world, poison, ranges[0], remote_is_src)
+        if effect.fail is not None:
+            raise SimError(effect.fail, f"injected by fault rule {effect.rule!r}")
+        if effect.cut:
             half = min(seconds / 2, node.settings.sync_kv_timeout_ms / 1000.0)
             world.elapse(half)
             world.break_link(node.cluster_id, remote_id)
             _time_out(world, node, remote_id, nbytes, waited_s=half)
-        elif rule.action == "timeout":
-            landed = rule.landed if rule.landed is not None else world.faults.coin()
-            if landed:
+        if effect.timeout:
+            if effect.landed:
                 with world.lock:
                     ranges = plan()
                     _check_uce(world, ranges, remote_is_src)  # a poisoned source is the peer's memory
                     commit(ranges)
             world.record(
-                node.cluster_id, "transfer.landed" if landed else "transfer.lost", "ok", kind="event"
+                node.cluster_id, "transfer.landed" if effect.landed else "transfer.lost", "ok", kind="event"
             )
             _time_out(world, node, remote_id, nbytes)
     limit = node.settings.sync_kv_timeout_ms / 1000.0

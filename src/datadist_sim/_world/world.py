@@ -17,8 +17,8 @@ from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSetting
 from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.faults import FaultPlan
 from datadist_sim._world.trace import Trace, TraceEvent
+from datadist_sim.faults.plan import FaultPlan
 
 WILDCARD_IP = "0.0.0.0"
 ROCE_BYTES_PER_S = 25e9
@@ -64,7 +64,9 @@ class SimWorld:
         self.caches: Dict[int, NodeCaches] = {}
         self.killed: Set[int] = set()
         """Clusters a fault rule killed (until one with the same id is initialised again)."""
-        self.faults = FaultPlan(self)
+        self.faults = FaultPlan(self, seed)
+        """The fault rules of this world; it reaches the world through the hooks this world has
+        (``faults.plan.WorldHooks``), and the world applies what fired (``faults.effects``)."""
 
     def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
         """``with world.activate():`` instances constructed inside the block join this world."""

@@ -6,8 +6,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from datadist_sim.bench.faults import Window
 from datadist_sim.bench.workload import Request
+from datadist_sim.faults.retime import Window
 
 MIB = 1 << 20
 RECOVERED_SHARE = 0.99

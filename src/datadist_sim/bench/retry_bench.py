@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from datadist_sim._progress import Progress
-from datadist_sim.bench import faults as bench_faults
 from datadist_sim.bench.metrics import RunMetrics, measure, timeline
 from datadist_sim.bench.workload import Driver, Workload
+from datadist_sim.faults import retime
 from datadist_sim.retry import (
     RetryPolicy,
     budgeted,
@@ -77,23 +77,23 @@ def _mode(scenario: str) -> str:
     return load(scenario).workload.mode
 
 
-def timing_for(wl: Workload) -> bench_faults.Timing:
+def timing_for(wl: Workload) -> retime.Timing:
     """Faults from a fifth of the expected run to three fifths: time before to see the steady state,
     and as long after the heal to see whether the system recovers."""
     span = wl.requests / wl.rate_per_s
-    return bench_faults.Timing(start_s=0.2 * span, window_s=0.4 * span)
+    return retime.Timing(start_s=0.2 * span, window_s=0.4 * span)
 
 
 def run_cell(
-    wl: Workload, policy: str, factory: PolicyFactory, scenario: str, rate: float, timing: bench_faults.Timing
+    wl: Workload, policy: str, factory: PolicyFactory, scenario: str, rate: float, timing: retime.Timing
 ) -> Cell:
-    rules = [] if scenario == NO_FAULTS else bench_faults.bench_rules(scenario, rate, timing)
+    rules = [] if scenario == NO_FAULTS else retime.bench_rules(scenario, rate, timing)
     wl = replace(wl, mode=_mode(scenario))
     driver = Driver(wl, factory(wl.seed), rules)
     requests = driver.run()
     run_end = max(r.finished or r.arrival for r in requests)
-    windows = bench_faults.windows(rules, driver.fired, run_end)
-    metrics = measure(policy, scenario, rate, requests, windows, bench_faults.permanent(rules))
+    windows = retime.windows(rules, driver.fired, run_end)
+    metrics = measure(policy, scenario, rate, requests, windows, retime.permanent(rules))
     return Cell(metrics, timeline(requests))
 
 
@@ -123,7 +123,7 @@ def policy_factory(target: str) -> PolicyFactory:
     return lambda seed: factory()
 
 
-CellJob = Tuple[Workload, str, Optional[str], str, float, bench_faults.Timing, List[str]]
+CellJob = Tuple[Workload, str, Optional[str], str, float, retime.Timing, List[str]]
 
 
 def run_cell_job(job: CellJob) -> Cell:
@@ -138,7 +138,7 @@ def run_cell_job(job: CellJob) -> Cell:
 
 def _cells(
     jobs: Sequence[Tuple[str, float, str, PolicyFactory, Workload]],
-    timing: bench_faults.Timing,
+    timing: retime.Timing,
     spread: Optional[Spread],
     label: str,
 ) -> List[Cell]:
@@ -171,7 +171,7 @@ def run_matrix(
     wl: Workload,
     policies: Dict[str, PolicyFactory],
     scenarios: Sequence[Tuple[str, Sequence[float]]],
-    timing: Optional[bench_faults.Timing] = None,
+    timing: Optional[retime.Timing] = None,
     spread: Optional[Spread] = None,
 ) -> List[Cell]:
     timing = timing or timing_for(wl)

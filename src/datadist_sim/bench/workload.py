@@ -22,7 +22,6 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.current import activate
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.bench.faults import install
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, DataType, LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.retry import RetryPolicy, Session
@@ -227,7 +226,8 @@ class Driver:
         requests = make_requests(self.wl)
         with activate(self.world):
             fabric = Fabric(self.world, self.wl)
-            install(self.world, self.rules)
+            if self.rules:
+                self.world.faults.add(*self.rules)
             live: Dict[int, _Live] = {}
             for req in requests:
                 self._push(req.arrival, req.rid)

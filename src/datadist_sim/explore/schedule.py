@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from datadist_sim._world.faults import ACTIONS, TRANSFER_OPS
 from datadist_sim._world.trace import TraceEvent
+from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS
 
 Spec = Dict[str, object]
 Schedule = List[Spec]

@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from datadist_sim._world.faults import ACTIONS
 from datadist_sim.explore.executor import adopt_path, default_workers, ordered_map, search_path
 from datadist_sim.explore.run import Limits, RunResult, Target, run_one
 from datadist_sim.explore.schedule import Baseline, Schedule, schedules
 from datadist_sim.explore.shrink import MAX_SHRINK_RUNS, shrink
+from datadist_sim.faults.rules import ACTIONS
 
 BATCH = 16
 """Runs per job sent to a worker: large enough to hide the hand-off, small enough to spread."""

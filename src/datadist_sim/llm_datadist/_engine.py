@@ -16,21 +16,17 @@ from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Ty
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS
 from datadist_sim._world.door import (
-    LINK_OPS,
-    TRANSFER_OPS,
-    Call,
     ClusterNode,
     SimError,
     SimWorld,
     enter_op,
     leave_op,
-    timeout_code,
+    meet_door_faults,
 )
 from datadist_sim.llm_datadist.status import handle_llm_status
 from datadist_sim.llm_datadist.utils.utils import UINT64_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
-_DOOR_ACTIONS = ("fail", "delay", "timeout")
 
 
 class CallScope:
@@ -223,26 +219,10 @@ def short_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 
 
 def _door_faults(scope: CallScope) -> None:
-    """Fault rules of a plain call (not a transfer, not a link call): fail, delay, or time out."""
-    if scope.door_checked or scope.op in TRANSFER_OPS or scope.op in LINK_OPS:
-        return
-    scope.door_checked = True
-    world, node = scope.world, scope.node
-    cluster = None if node is None else node.cluster_id
-    if node is not None and not node.alive and cluster in world.killed:
-        raise SimError(LLMStatusCode.LLM_FAILED, f"cluster {cluster} was killed by a fault rule")
-    if world.config.legacy_codes and node is not None and not node.alive:
-        raise SimError(LLMStatusCode.LLM_ENGINE_FINALIZED, f"cluster {cluster} is finalized")
-    for rule in world.faults.on_call(Call(scope.op, cluster), _DOOR_ACTIONS):
-        if rule.action == "delay":
-            world.elapse(rule.seconds)
-        elif rule.action == "fail" and rule.code is not None:
-            raise SimError(rule.code, f"injected by fault rule {rule.name!r}")
-        elif rule.action == "timeout":
-            wait = 1.0 if node is None else node.settings.sync_kv_timeout_ms / 1000.0
-            world.elapse(wait)
-            code = LLMStatusCode.LLM_TIMEOUT if node is None else timeout_code(node.mode)
-            raise SimError(code, f"timed out (fault rule {rule.name!r})")
+    """Fault rules of a plain call (``_world/call_faults.py``), once per public call."""
+    if not scope.door_checked:
+        scope.door_checked = True
+        meet_door_faults(scope.world, scope.node, scope.op)
 
 
 class _EngineCall:

@@ -5,15 +5,28 @@ A rule whose ``op`` names no API operation (a typo such as ``pul_cache``), that 
 or whose counts, windows or durations are negative, would be accepted and then do nothing; the user
 would believe their client survived a fault it never met. Each check raises ``ValueError`` naming the
 field and, for a name, the closest valid one.
+
+The checks read a rule through ``RuleFields`` (the fields they test), so this module needs nothing else
+of the package: ``rules`` and ``files`` both use it.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Iterable, List, Optional
+from typing import Iterable, Optional, Protocol, Tuple
 
-if TYPE_CHECKING:
-    from datadist_sim._world.faults import Fault, FaultPlan
+
+class RuleFields(Protocol):
+    """The fields of a rule that ``check_rule`` reads by name (``Fault`` has them all)."""
+
+    action: str
+    op: Optional[Tuple[str, ...]]
+    after: Optional[int]
+    start_s: Optional[float]
+    end_s: Optional[float]
+    probability: float
+    side: str
+
 
 API_OPS = frozenset(
     {
@@ -69,7 +82,7 @@ def check_name(field: str, value: str, valid: Iterable[str], what: str) -> None:
         raise ValueError(f"{field} {value!r} names no {what}{closest(value, names)}")
 
 
-def _at_least(rule: Fault, field: str, low: float, why: str) -> None:
+def _at_least(rule: RuleFields, field: str, low: float, why: str) -> None:
     value = getattr(rule, field)
     if value is None:
         return
@@ -77,7 +90,7 @@ def _at_least(rule: Fault, field: str, low: float, why: str) -> None:
         raise ValueError(f"{field} must be {why}, got {value!r}")
 
 
-def check_rule(rule: Fault, actions: Iterable[str]) -> None:
+def check_rule(rule: RuleFields, actions: Iterable[str]) -> None:
     """Every field of ``rule`` that can be wrong on its own or against another field."""
     check_name("action", rule.action, actions, "fault action")
     for op in rule.op or ():
@@ -102,10 +115,3 @@ def check_rule(rule: Fault, actions: Iterable[str]) -> None:
 def _window(start: Optional[float], end: Optional[float]) -> None:
     if start is not None and end is not None and end <= start:
         raise ValueError(f"end_s must be after start_s, got start_s={start}, end_s={end}")
-
-
-def never_fired(plan: FaultPlan) -> List[Fault]:
-    """The plan's rules that have not fired once: a run that ends with any did not test what they
-    describe (a window the run never reached, an ``op`` the client never calls, a cluster id that is
-    not in the run), and its summary says so."""
-    return [rule for rule in plan.rules if plan.fired(rule) == 0]

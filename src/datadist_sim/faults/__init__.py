@@ -1,0 +1,20 @@
+"""Faults, on their own floor under the world: rules (``rules``, checked by ``checks``), the plan that
+fires them (``plan``), what a fired rule does to a call (``effects``), scenario files (``files``) and
+their re-timing for the benchmark (``retime``). Imports nothing of the world or the tools: the world
+applies effects through the hooks the plan is given."""
+
+from datadist_sim.faults.checks import API_OPS as API_OPS
+from datadist_sim.faults.effects import Effect as Effect
+from datadist_sim.faults.files import Scenario as Scenario
+from datadist_sim.faults.files import Workload as Workload
+from datadist_sim.faults.plan import Call as Call
+from datadist_sim.faults.plan import FaultPlan as FaultPlan
+from datadist_sim.faults.plan import WorldHooks as WorldHooks
+from datadist_sim.faults.plan import never_fired as never_fired
+from datadist_sim.faults.rules import ACTIONS as ACTIONS
+from datadist_sim.faults.rules import LINK_OPS as LINK_OPS
+from datadist_sim.faults.rules import TRANSFER_OPS as TRANSFER_OPS
+from datadist_sim.faults.rules import Fault as Fault
+from datadist_sim.faults.rules import current_op as current_op
+from datadist_sim.faults.rules import enter_op as enter_op
+from datadist_sim.faults.rules import leave_op as leave_op

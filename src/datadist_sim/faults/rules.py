@@ -1,0 +1,194 @@
+"""Fault rules: what a rule watches and what it does, its constructors, and the operation being served.
+
+A rule has a *trigger* (which calls it watches, and which of those it fires on) and an *action*.
+Call actions (``fail``, ``delay``, ``timeout``, ``cut_link``, ``poison``) act on the call that fired
+them. World actions (``partition``, ``hang``, ``kill``, ``cap_pool``, ``exhaust_pool``) change the world
+when they fire: at a matching call when ``op`` is given, else as soon as simulated time reaches
+``start_s``; ``heal_after_s`` later (or at ``end_s``) they are undone, except ``kill``.
+
+A rule is only data: the plan (``plan``) decides when it fires, ``effects`` what it does to a call.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Optional, Sequence, Tuple, Union
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim.faults.checks import check_rule, closest
+
+CALL_ACTIONS = ("fail", "delay", "timeout", "cut_link", "poison")
+WORLD_ACTIONS = ("partition", "hang", "kill", "cap_pool", "exhaust_pool")
+ACTIONS = CALL_ACTIONS + WORLD_ACTIONS
+TIMED_ACTIONS = (*WORLD_ACTIONS, "cut_link")
+"""Actions that can fire on simulated time alone (no ``op``)."""
+TRANSFER_OPS = frozenset(
+    {"pull_cache", "pull_blocks", "push_cache", "push_blocks", "transfer_cache_async", "transfer_cache"}
+)
+"""Calls whose faults act inside the transfer engine (time, bytes, the link), not at the call's door."""
+LINK_OPS = frozenset({"link_clusters", "unlink_clusters"})
+"""Calls whose faults act per remote cluster, on that cluster's entry in the returned list."""
+
+Ops = Union[str, Sequence[str], None]
+
+_CURRENT_OP: ContextVar[Optional[str]] = ContextVar("datadist_sim_op", default=None)
+
+
+def enter_op(op: str) -> Token[Optional[str]]:
+    """The face says which public operation it is serving (rules match on it)."""
+    return _CURRENT_OP.set(op)
+
+
+def leave_op(token: Token[Optional[str]]) -> None:
+    _CURRENT_OP.reset(token)
+
+
+def current_op(default: str) -> str:
+    """The public operation being served (``pull_cache`` ...), or ``default`` outside one."""
+    op = _CURRENT_OP.get()
+    return default if op is None else op
+
+
+@dataclass(eq=False)
+class Fault:
+    """One rule of a fault plan. Build it with the constructors (``Fault.fail(...)`` and so on).
+
+    Matching: ``op`` (API method name, or several), ``cluster`` (the calling cluster; for world
+    actions the cluster they hit), ``remote`` (the peer of a transfer or link), ``req_id`` (of the key a
+    transfer names), ``start_s``/``end_s`` (a window of simulated time). Of the matching calls, it fires
+    on the ``nth`` only, the ``first`` N, those ``after`` the Nth, or as ``sequence`` says call by call
+    (True fires); then with ``probability``.
+    """
+
+    action: str
+    code: Optional[LLMStatusCode] = None
+    seconds: float = 0.0
+    landed: Optional[bool] = False
+    nbytes: Optional[int] = None
+    side: str = "remote"
+    """For ``poison``: whose memory the matched transfer finds poisoned, the peer's or the caller's."""
+    op: Optional[Tuple[str, ...]] = None
+    cluster: Optional[int] = None
+    remote: Optional[int] = None
+    req_id: Optional[int] = None
+    nth: Optional[int] = None
+    first: Optional[int] = None
+    after: Optional[int] = None
+    sequence: Tuple[bool, ...] = ()
+    probability: float = 1.0
+    start_s: Optional[float] = None
+    end_s: Optional[float] = None
+    heal_after_s: Optional[float] = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.op = _ops(self.op)
+        check_rule(self, ACTIONS)  # a typo'd op, nth=0, a negative window: ValueError naming the field
+        if self.action == "fail" and self.code is None:
+            raise ValueError("a fail rule needs a status code")
+        if self.action in ("partition", "hang", "kill", "cap_pool", "exhaust_pool") and self.cluster is None:
+            raise ValueError(f"a {self.action} rule needs a cluster")
+        if self.action == "partition" and self.remote is None:
+            raise ValueError("a partition rule needs two clusters (cluster and remote)")
+        if self.action == "cap_pool" and (self.nbytes is None or self.nbytes < 0):
+            raise ValueError(f"a cap_pool rule needs nbytes >= 0, got {self.nbytes!r}")
+        self.sequence = tuple(bool(x) for x in self.sequence)
+        if not self.name:
+            self.name = self.action
+
+    # -- constructors ---------------------------------------------------------------------------
+
+    @classmethod
+    def fail(cls, code: Union[LLMStatusCode, int, str], *, op: Ops = None, **when: object) -> Fault:
+        """The call fails with ``code``; nothing else changes (a link call reports it per cluster)."""
+        return cls("fail", code=to_code(code), op=_ops(op), **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def delay(cls, seconds: float, *, op: Ops = None, **when: object) -> Fault:
+        """The call takes ``seconds`` longer; a transfer or link pushed past its timeout times out."""
+        return cls("delay", seconds=seconds, op=_ops(op), **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def timeout(cls, *, landed: Optional[bool] = False, op: Ops = None, **when: object) -> Fault:
+        """The call times out. ``landed``: False (the default) the bytes did not arrive; True they did,
+        and a pull consumed the Prompt's key as a successful one does (a retry gets
+        ``LLM_KV_CACHE_NOT_EXIST``); None a seeded coin decides. A client cannot tell which from the code."""
+        return cls("timeout", landed=landed, op=_ops(op), **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def cut_link(cls, *, op: Ops = None, **when: object) -> Fault:
+        """Cut the link: mid-transfer when ``op`` names a transfer (the destination keeps its old bytes,
+        the call times out), else at ``start_s``; later calls fail until the link is made again."""
+        return cls("cut_link", op=_ops(op), **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def poison(cls, *, side: str = "remote", op: Ops = None, **when: object) -> Fault:
+        """A UCE in the memory the matched transfer touches, on the peer's ``side`` ("remote": the caller
+        sees ``LLM_SUSPECT_REMOTE_ERROR``) or its own ("local": ``LLM_DEVICE_MEM_ERROR``); healed after
+        ``heal_after_s``."""
+        return cls("poison", side=side, op=_ops(op), **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def partition(cls, a: int, b: int, **when: object) -> Fault:
+        """No traffic between ``a`` and ``b``: link set-up fails, transfers time out."""
+        return cls("partition", cluster=a, remote=b, **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def hang(cls, cluster: int, **when: object) -> Fault:
+        """``cluster`` stops answering its peers: their calls to it time out."""
+        return cls("hang", cluster=cluster, **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def kill(cls, cluster: int, **when: object) -> Fault:
+        """The process of ``cluster`` dies: its memory is gone, its peers see link failures."""
+        return cls("kill", cluster=cluster, **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def cap_pool(cls, cluster: int, nbytes: int, **when: object) -> Fault:
+        """The device pool of ``cluster`` gives out at most ``nbytes`` in use."""
+        return cls("cap_pool", cluster=cluster, nbytes=nbytes, **when)  # type: ignore[arg-type]
+
+    @classmethod
+    def exhaust_pool(cls, cluster: int, **when: object) -> Fault:
+        """The device pool of ``cluster`` gives out nothing more than it has already given."""
+        return cls("exhaust_pool", cluster=cluster, **when)  # type: ignore[arg-type]
+
+    def copy(self, **changes: object) -> Fault:
+        """This rule with some fields changed (e.g. a scenario's probability scaled)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        shown = []
+        for name, spec in self.__dataclass_fields__.items():
+            value = getattr(self, name)
+            default = () if name == "sequence" else spec.default
+            if name == "action" or value == default or (name == "name" and value == self.action):
+                continue
+            text = value.name if isinstance(value, LLMStatusCode) else repr(value)
+            shown.append(f"{name}={text}")
+        return f"Fault.{self.action}({', '.join(shown)})"
+
+
+def _ops(op: Ops) -> Optional[Tuple[str, ...]]:
+    if op is None:
+        return None
+    return (op,) if isinstance(op, str) else tuple(op)
+
+
+def to_code(code: Union[LLMStatusCode, int, str]) -> LLMStatusCode:
+    """A status code from a member (of either package: a ``llm_datadist_v1`` code is read by its name), its
+    integer value or its name (with or without ``LLM_``)."""
+    if isinstance(code, LLMStatusCode):
+        return code
+    if isinstance(code, Enum):
+        code = code.name
+    if isinstance(code, str):
+        name = code if code.startswith("LLM_") else f"LLM_{code}"
+        try:
+            return LLMStatusCode[name.upper()]
+        except KeyError:
+            hint = closest(name.upper(), LLMStatusCode.__members__)
+            raise ValueError(f"unknown status code {code!r}{hint}") from None
+    return LLMStatusCode(code)
