@@ -15,7 +15,7 @@ from datadist_sim._status_table import STATUS_TABLE, StatusInfo, find_codes
 
 if TYPE_CHECKING:
     from datadist_sim._coverage import CodeCoverage
-    from datadist_sim.scenarios import Scenario
+    from datadist_sim.faults.files import Scenario
 
 
 def _select(name_filter: Optional[str], retryable: Optional[str]) -> List[StatusInfo]:

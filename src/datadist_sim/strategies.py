@@ -31,8 +31,8 @@ except ImportError as exc:  # pragma: no cover - exercised only where hypothesis
     ) from exc
 
 from datadist_sim.explore.schedule import codes_for
+from datadist_sim.faults.files import rule_from_spec
 from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS
-from datadist_sim.scenarios import rule_from_spec
 
 __all__ = ["fault_rules", "rule_specs", "schedules"]
 

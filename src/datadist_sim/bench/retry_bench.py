@@ -16,6 +16,7 @@ from datadist_sim._progress import Progress
 from datadist_sim.bench.metrics import RunMetrics, measure, timeline
 from datadist_sim.bench.workload import Driver, Workload
 from datadist_sim.faults import retime
+from datadist_sim.faults.files import load
 from datadist_sim.retry import (
     RetryPolicy,
     budgeted,
@@ -72,8 +73,6 @@ class Results:
 def _mode(scenario: str) -> str:
     if scenario == NO_FAULTS:
         return "v1"
-    from datadist_sim.scenarios import load
-
     return load(scenario).workload.mode
 
 

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 from datadist_sim.explore.run import RunResult
 from datadist_sim.explore.schedule import Schedule
 from datadist_sim.explore.search import Outcome
+from datadist_sim.faults.files import rule_from_spec
 
 _KEY_ORDER = ("action", "code", "seconds", "landed", "side", "nbytes", "op", "cluster", "remote", "req_id")
 
@@ -59,8 +60,6 @@ def replay_command(target: str, path: Path) -> str:
 
 
 def rule_lines(schedule: Schedule) -> List[str]:
-    from datadist_sim.scenarios import rule_from_spec
-
     return [repr(rule_from_spec(spec)) for spec in schedule]
 
 

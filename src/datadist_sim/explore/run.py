@@ -20,7 +20,7 @@ from typing import IO, Any, Callable, Dict, List, Optional
 from datadist_sim._world.clock import VirtualClock, Wake
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.explore.schedule import Schedule
-from datadist_sim.scenarios import rule_from_spec
+from datadist_sim.faults.files import rule_from_spec
 from datadist_sim.scenarios.client_run import describe, fake_installed
 
 Target = Callable[[SimWorld], Any]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._world.trace import TraceEvent
+from datadist_sim.faults.files import rule_from_spec
 from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS
 
 Spec = Dict[str, object]
@@ -244,8 +245,6 @@ def _world_target(rng: random.Random, baseline: Baseline, kind: str, site: CallS
 
 def valid(spec: Spec) -> bool:
     """Whether the fault plan accepts ``spec`` (an operation it does not know, for one, it refuses)."""
-    from datadist_sim.scenarios import rule_from_spec
-
     try:
         rule_from_spec(spec)
     except (ValueError, TypeError):

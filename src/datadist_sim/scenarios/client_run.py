@@ -20,8 +20,8 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from datadist_sim._install import installed
 from datadist_sim._world.trace import TraceSummary, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim.faults.files import Scenario
 from datadist_sim.faults.plan import never_fired
-from datadist_sim.scenarios import Scenario
 
 ClientFunction = Callable[[SimWorld], Any]
 

@@ -24,12 +24,12 @@ from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._views import tensor_views
 from datadist_sim._world.trace import TraceSummary, expand_trace_path, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim.faults.files import Scenario, Workload, load
 from datadist_sim.faults.plan import never_fired
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.llm_datadist.v2.llm_types import CacheDesc, CacheKey
-from datadist_sim.scenarios import Scenario, Workload, load
 
 S = LLMStatusCode
 PORT = 26000
