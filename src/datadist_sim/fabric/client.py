@@ -1,5 +1,6 @@
-"""A client process's side of the fabric: proxies for the objects the fabric runs, and a small memory
-service through which the fabric reads and writes this process's own raw pointers.
+"""A client process's side of the fabric: its calls, a proxy (``remote``) for each object the fabric
+runs for it, and a small memory service through which the fabric reads and writes this process's own
+raw pointers.
 
 Client code keeps calling ``LLMDataDist`` and its managers exactly as in-process. Each call travels to
 the fabric, runs there on the real face, and comes back as its result or as the very exception
@@ -22,7 +23,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from datadist_sim._world.address_space import PROCESS_MEMORY, raw_view
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric import address as fabric_address
 from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.remote import RemoteObject, stand_in
 from datadist_sim.fabric.shm import open_scratch, open_view
 from datadist_sim.fabric.wire import (
     FabricRefused,
@@ -63,50 +65,6 @@ _client: Optional[FabricClient] = None
 before_serving: Optional[Callable[[str], None]] = None
 """Test hook: called with the request kind before this process serves a memory request (a test that
 kills a process in the middle of a pull sets it)."""
-
-
-class RemoteObject:
-    """A handle to an object living in the fabric; attributes and methods are fetched from there."""
-
-    _method_names: ClassVar[Dict[Tuple[str, str], bool]] = {}
-
-    def __init__(self, client: FabricClient, handle: int, type_name: str) -> None:
-        object.__setattr__(self, "_client", client)
-        object.__setattr__(self, "_handle", handle)
-        object.__setattr__(self, "_type_name", type_name)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):  # private state lives in the fabric's object, never fetched
-            raise AttributeError(name)
-        key = (self._type_name, name)
-        if RemoteObject._method_names.get(key):
-            return _RemoteMethod(self, name)
-        is_method, value = self._client.request("get", self, name)
-        if is_method:
-            RemoteObject._method_names[key] = True
-            return _RemoteMethod(self, name)
-        return value
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._client.request("set", self, name, value)
-
-    def __str__(self) -> str:
-        return str(self._client.request("str", self))
-
-    def __repr__(self) -> str:
-        return self.__str__()
-
-
-class _RemoteMethod:
-    __slots__ = ("_name", "_target")
-
-    def __init__(self, target: RemoteObject, name: str) -> None:
-        self._target = target
-        self._name = name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        target = self._target
-        return target._client.request("call", target, self._name, args, kwargs)
 
 
 class FabricClient:
@@ -283,13 +241,11 @@ class FabricClient:
             weakref.finalize(proxy, self._releases.append, handle)
 
     def _proxy(self, handle: int, type_name: str) -> RemoteObject:
-        from datadist_sim.fabric.proxies import proxy_class
-
         with self._proxy_lock:
             self._received[handle] = self._received.get(handle, 0) + 1
             proxy = self._proxies.get(handle)
             if proxy is None:
-                proxy = proxy_class(type_name)(self, handle, type_name)
+                proxy = stand_in(self, handle, type_name)
                 self._proxies[handle] = proxy
                 # a finalizer may run anywhere (even mid-send): it only queues; the next call tells
                 weakref.finalize(proxy, self._releases.append, handle)

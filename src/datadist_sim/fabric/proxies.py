@@ -1,21 +1,21 @@
-"""The classes a client process sees: ``LLMDataDist`` built in the fabric, and typed proxies.
+"""``LLMDataDist`` as a client process sees it: built in the fabric, with what stays in this process.
 
-A proxy's class carries the name of the class it stands for (``Cache``, ``KvCacheManager``...), so
-``str``, ``repr`` and logging read as they do in-process.
+Every other class a client sees is a plain proxy (``remote``); this one has client-side behaviour, so
+it stands on both the proxy base and the process's membership of its fabric (``client``): building one
+joins the fabric, ``init`` notes the transfer timeout this process's calls are bounded by, and the
+instances still initialised at interpreter exit are finalized, as the real package does.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import threading
 import weakref
-from typing import Any, Dict, Optional, Tuple, Type
+from typing import Any, Optional
 
-from datadist_sim.fabric.client import FabricClient, RemoteObject, current_client
+from datadist_sim.fabric.client import FabricClient, current_client
+from datadist_sim.fabric.remote import RemoteObject, stands_for
 
-_classes: Dict[str, Type[RemoteObject]] = {}
-_lock = threading.Lock()
 _initialised: weakref.WeakSet[LLMDataDist] = weakref.WeakSet()
 
 
@@ -26,6 +26,7 @@ def _client() -> FabricClient:
     return client
 
 
+@stands_for("LLMDataDist")
 class LLMDataDist(RemoteObject):
     """``llm_datadist.LLMDataDist`` of a process in a cross-process world: the instance lives in the
     fabric (constructor checks, every method and property run there)."""
@@ -50,33 +51,6 @@ class LLMDataDist(RemoteObject):
         _initialised.discard(self)
         if LLMDataDist.llm_engine_instance is self:
             LLMDataDist.llm_engine_instance = None
-
-
-def proxy_class(type_name: str) -> Type[RemoteObject]:
-    """The proxy class standing for the fabric's class ``type_name``."""
-    if type_name == "LLMDataDist":
-        return LLMDataDist
-    with _lock:
-        cls = _classes.get(type_name)
-        if cls is None:
-            # Cache and KvCache are data handles (properties only): their proxies are instances of the
-            # real classes, so a client's isinstance checks hold; each property, finding no local state,
-            # falls back to the fabric. Managers and tasks have methods, which must not run here.
-            real = _data_handles().get(type_name)
-            bases: Tuple[type, ...] = (RemoteObject,) if real is None else (RemoteObject, real)
-            cls = type(type_name, bases, {"__module__": __name__, "__del__": _no_safety_net})
-            _classes[type_name] = cls
-        return cls
-
-
-def _no_safety_net(self: Any) -> None:
-    """The fabric's own object carries the safety net (it runs when the handle is released)."""
-
-
-def _data_handles() -> Dict[str, type]:
-    from datadist_sim.llm_datadist.v2._caches import Cache, KvCache
-
-    return {"Cache": Cache, "KvCache": KvCache}
 
 
 @atexit.register

@@ -9,17 +9,15 @@ import itertools
 import pickle
 import secrets
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
 from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.cluster import Mode
 from datadist_sim.fabric.loop import Connection
+from datadist_sim.fabric.shm import SharedAddressSpace
 from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout, make_loads
-
-if TYPE_CHECKING:
-    from datadist_sim.fabric.server import FabricServer
 
 STALE = object()
 """Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""
@@ -45,6 +43,20 @@ def calling_session() -> Optional[Session]:
     return found
 
 
+class SessionHost(Protocol):
+    """What a session needs of the fabric that runs it (``server.FabricServer``): the types that travel
+    by handle, the shared memory whose arrays travel as mappings, someone to run its requests and
+    someone to tell when its process is gone. A session names only this, never the server, so imports
+    run one way: the server makes sessions and knows them; a session knows its host by what it does."""
+
+    by_handle: Tuple[type, ...]
+    space: SharedAddressSpace
+
+    def dispatch(self, session: Session, kind: str, payload: Tuple[Any, ...]) -> Any: ...
+
+    def session_lost(self, session: Session) -> None: ...
+
+
 def by_handle_types() -> Tuple[type, ...]:
     from datadist_sim.llm_datadist.v2._caches import Cache, KvCache
     from datadist_sim.llm_datadist.v2._transfer import CacheTask
@@ -58,7 +70,7 @@ def by_handle_types() -> Tuple[type, ...]:
 class Session:
     """One client process: its connection, the objects it holds handles to, the clusters it runs."""
 
-    def __init__(self, server: FabricServer, channel: Connection, number: int) -> None:
+    def __init__(self, server: SessionHost, channel: Connection, number: int) -> None:
         self.server = server
         self.number = number
         self.pid = 0
