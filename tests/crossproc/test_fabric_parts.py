@@ -1,5 +1,6 @@
 """The fabric's parts in one process: the address format, the message channel, shared-memory backing
-and copies through a raw-memory owner (no child processes, so these run in milliseconds)."""
+and copies through a raw-memory owner (no child processes, so these run in milliseconds). What the
+wire's decoder admits and refuses is in ``test_wire``."""
 
 from __future__ import annotations
 
@@ -290,73 +291,6 @@ def test_fabric_world_settings_parse_to_their_types() -> None:
     for bad in ("link_bandwidth={}", "no_such_field=1", "metadata_only=maybe", "max_links"):
         with pytest.raises(ValueError, match="--config"):
             sim_config([bad])
-
-
-# -- what the wire admits ---------------------------------------------------------------------------
-
-
-class _Payload:
-    def __reduce__(self) -> Any:
-        return (os.system, ("true",))
-
-
-def test_the_wire_decoder_refuses_a_frame_that_names_code_and_admits_the_protocols_types() -> None:
-    from datadist_sim.fabric.wire import make_loads
-    from datadist_sim.llm_datadist import CacheDesc, CacheKey, DataType, LLMRole
-
-    def no_refs(pid: Any) -> Any:
-        raise AssertionError(pid)
-
-    loads = make_loads(no_refs)
-    import pickle
-
-    with pytest.raises(pickle.UnpicklingError, match=r"does not carry posix\.system"):
-        loads(pickle.dumps(_Payload()))
-    with pytest.raises(pickle.UnpicklingError, match=r"does not carry builtins\.eval"):
-        loads(pickle.dumps(eval))
-    message = ("req", 1, "call", (CacheKey(1, 2), CacheDesc(1, [2], DataType.DT_FLOAT16), LLMRole.PROMPT))
-    decoded = loads(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
-    assert (decoded[3][0].req_id, decoded[3][1].shape, decoded[3][2]) == (2, [2], LLMRole.PROMPT)
-    array = loads(pickle.dumps(np.arange(6, dtype=np.float16).reshape(2, 3), protocol=5))
-    assert array.tolist() == [[0, 1, 2], [3, 4, 5]]
-
-
-def test_the_wire_admits_a_clients_own_cpu_caches_and_ranges_as_the_vendor_samples_send_them() -> None:
-    """The vendor's pull_blocks sample swaps into ``Cache.create_cpu_cache`` (a cache the client builds
-    itself, so it travels by value) and switch_role / transfer_cache_async pass ``range(n)`` lists."""
-    import pickle
-
-    from datadist_sim.fabric.wire import make_loads
-    from datadist_sim.llm_datadist import Cache, CacheDesc, DataType, KvCache, Placement
-
-    def no_refs(pid: Any) -> Any:
-        raise AssertionError(pid)
-
-    loads = make_loads(no_refs)
-    desc = CacheDesc(1, [2, 4], DataType.DT_FLOAT, Placement.HOST)
-    host = np.zeros((2, 4), np.float32)
-    cache = Cache.create_cpu_cache(desc, [host.ctypes.data])
-    kv = KvCache.create_cpu_cache(desc, [host.ctypes.data])
-    decoded = loads(pickle.dumps(("req", 1, "call", (cache, kv, range(2))), protocol=pickle.HIGHEST_PROTOCOL))
-    sent_cache, sent_kv, layers = decoded[3]
-    assert (type(sent_cache), sent_cache.tensor_addrs) == (Cache, [host.ctypes.data])
-    assert type(sent_kv) is KvCache
-    assert layers == range(2)
-
-
-def test_an_exception_of_a_class_outside_the_project_comes_back_as_text_and_imports_nothing() -> None:
-    import sys
-
-    from datadist_sim.fabric.wire import RemoteError, pack_exception, unpack_exception
-
-    assert "this" not in sys.modules
-    rebuilt = unpack_exception(("this", "Zen", ("hello",), {}))
-    assert isinstance(rebuilt, RemoteError)
-    assert "this" not in sys.modules  # nothing was imported, so nothing ran
-    assert isinstance(unpack_exception(("os", "system", ("x",), {})), RemoteError)
-    same = unpack_exception(pack_exception(LLMException("x", status_code=LLMStatusCode.LLM_TIMEOUT)))
-    assert isinstance(same, LLMException)
-    assert same.status_code is LLMStatusCode.LLM_TIMEOUT
 
 
 # -- shared-memory names ----------------------------------------------------------------------------

@@ -172,3 +172,20 @@ def test_only_a_client_with_the_token_passes_and_the_token_never_crosses_the_wir
     assert sent
     assert not any(fabric.address.token.encode() in data for data in sent)
     assert not any(bytes.fromhex(fabric.address.token) in data for data in sent)
+
+
+def test_an_argument_of_a_type_the_wire_refuses_is_a_type_error_and_the_session_goes_on(
+    fabric: Fabric, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    program = fabric.start("refused_argument.py", str(marker))
+    refused = program.expect("refused")  # the TypeError's message
+    assert "an argument names posix.system: refused" in refused  # what the argument pickles to
+    assert "an argument names __main__.NotCarried: refused" in program.expect("refused_plain")
+    assert program.expect("after") == "Cache"
+    assert program.expect("same_connection") == "True"
+    assert program.expect("processes") == "1"
+    assert program.expect("clusters") == "2"
+    program.expect("done")
+    assert program.finish() == 0
+    assert not marker.exists()  # nothing of the refused argument ran in the fabric

@@ -19,11 +19,12 @@ import itertools
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple, Union
 
 from datadist_sim.fabric.wire import (
     ChannelClosed,
     ChannelTimeout,
+    PayloadRefused,
     RemoteError,
     pack_exception,
     recv_frame,
@@ -35,6 +36,9 @@ __all__ = ["CallConnection", "Channel", "ChannelClosed", "ChannelTimeout", "Endp
 
 Message = Tuple[Any, ...]
 Handler = Callable[[str, Tuple[Any, ...]], Any]
+Payload = Union[Tuple[Any, ...], PayloadRefused]
+"""A request's payload, or its refusal: a payload the decoder refused is answered, never handled."""
+Request = Tuple[int, str, Payload]
 
 
 class _Slot:
@@ -117,9 +121,15 @@ class Endpoint:
         if request is not None:
             self._run(*request)
 
-    def take(self, frame: bytes) -> Optional[Tuple[int, str, Tuple[Any, ...]]]:
-        """Decode one frame: a reply wakes its waiter (None); a request is returned, to be answered."""
-        message = self._loads(frame)
+    def take(self, frame: bytes) -> Optional[Request]:
+        """Decode one frame: a reply wakes its waiter (None); a request is returned, to be answered (a
+        refused one with its refusal as payload). A refused reply fails its waiter."""
+        try:
+            message = self._loads(frame)
+        except PayloadRefused as refused:
+            if refused.is_request:
+                return int(refused.head[1]), str(refused.head[2]), refused
+            message = refused.as_reply()
         if message[0] == "rep":
             _, rid, ok, value = message
             with self._slots_lock:
@@ -131,11 +141,13 @@ class Endpoint:
         _, rid, kind, payload = message
         return int(rid), str(kind), tuple(payload)
 
-    def _run(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
+    def _run(self, rid: int, kind: str, payload: Payload) -> None:
         self.answer(rid, kind, payload)
 
-    def answer(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
+    def answer(self, rid: int, kind: str, payload: Payload) -> None:
         try:
+            if isinstance(payload, PayloadRefused):
+                raise payload.error()
             value = self._handler(kind, payload)
             reply: Message = ("rep", rid, True, value)
         except BaseException as exc:  # every failure travels back to the caller
@@ -201,7 +213,7 @@ class Channel(Endpoint):
     def _send_bytes(self, data: bytes) -> None:
         send_frame(self._sock, data)
 
-    def _run(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
+    def _run(self, rid: int, kind: str, payload: Payload) -> None:
         if self._spawn or kind in self._spawn_kinds:
             threading.Thread(
                 target=self.answer, args=(rid, kind, payload), name=f"call-{kind}", daemon=True
@@ -223,7 +235,8 @@ class Channel(Endpoint):
 
 class CallConnection:
     """A connection a client process calls on: it sends a request and reads the reply itself (the fabric
-    never asks anything on it). One call at a time; a call that fails leaves it closed."""
+    never asks anything on it). One call at a time. A call whose reply came, even as an error, leaves it
+    open and in step for the next; one that lost its reply (timed out, broken) leaves it closed."""
 
     def __init__(
         self, sock: socket.socket, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any]
@@ -232,6 +245,7 @@ class CallConnection:
         self._dumps = dumps
         self._loads = loads
         self._ids = itertools.count(1)
+        self.closed = False
 
     def call(self, kind: str, payload: Tuple[Any, ...], timeout: float) -> Any:
         rid = next(self._ids)
@@ -242,7 +256,7 @@ class CallConnection:
             send_frame(self._sock, data)
             while True:
                 self._sock.settimeout(max(0.001, deadline - time.monotonic()))
-                message = self._loads(recv_frame(self._sock))
+                message = self._receive()
                 if message[0] == "rep" and message[1] == rid:
                     break
         except socket.timeout:
@@ -256,7 +270,18 @@ class CallConnection:
             raise
         if message[2]:
             return message[3]
+        if isinstance(message[3], BaseException):
+            raise message[3]
         raise unpack_exception(message[3])
 
+    def _receive(self) -> Message:
+        """The next message; a reply whose payload the decoder refused arrives as a failed reply."""
+        try:
+            message: Message = self._loads(recv_frame(self._sock))
+        except PayloadRefused as refused:
+            message = refused.as_reply() if not refused.is_request else ("req",)
+        return message
+
     def close(self) -> None:
+        self.closed = True
         self._sock.close()

@@ -38,6 +38,7 @@ from datadist_sim.fabric.wire import (
     FabricRefused,
     check_peer,
     client_handshake,
+    dump_message,
     make_loads,
 )
 
@@ -168,12 +169,12 @@ class FabricClient:
         deadline = time.monotonic() + timeout
         if conn is None:
             conn = self._open_call(timeout)
-        result = conn.call(
-            kind, payload, max(0.001, deadline - time.monotonic())
-        )  # a connection that failed is closed, not kept
-        with self._calls_lock:
-            self._idle_calls.append(conn)
-        return result
+        try:
+            return conn.call(kind, payload, max(0.001, deadline - time.monotonic()))
+        finally:  # a call that failed in the fabric leaves its connection in step: kept
+            if not conn.closed:  # one that lost its reply closed it: dropped
+                with self._calls_lock:
+                    self._idle_calls.append(conn)
 
     def _open_call(self, timeout: float) -> CallConnection:
         """Another connection of this process, within ``timeout``: a fabric that does not answer in
@@ -223,7 +224,7 @@ class FabricClient:
             return None
 
         pickler.persistent_id = persistent_id  # type: ignore[method-assign]
-        pickler.dump(message)
+        dump_message(pickler, message)
         return buffer.getvalue()
 
     def _persistent_load(self, pid: Any) -> Any:

@@ -24,8 +24,15 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
-from datadist_sim.fabric.channel import Endpoint, Handler
-from datadist_sim.fabric.wire import HEADER, HELLO, MAX_FRAME, send_nonblocking, server_handshake
+from datadist_sim.fabric.channel import Endpoint, Handler, Payload
+from datadist_sim.fabric.wire import (
+    HEADER,
+    HELLO,
+    MAX_FRAME,
+    PayloadRefused,
+    send_nonblocking,
+    server_handshake,
+)
 
 HELLO_WAIT_S = 5.0
 """A new connection that has not sent its ``HELLO`` within this is dropped."""
@@ -119,7 +126,7 @@ class Connection(Endpoint):
     def _send_bytes(self, data: bytes) -> None:
         send_nonblocking(self._sock, data, SEND_TIMEOUT_S)
 
-    def _run(self, rid: int, kind: str, payload: Tuple[Any, ...]) -> None:
+    def _run(self, rid: int, kind: str, payload: Payload) -> None:
         self._pool.submit(functools.partial(self.answer, rid, kind, payload))
 
     @property
@@ -191,7 +198,7 @@ class SelectorLoop:
 
     def _lead(self) -> None:
         """Wait on the selector until requests come; then hand the selector on and answer one."""
-        work: List[Tuple[Connection, int, str, Tuple[Any, ...]]] = []
+        work: List[Tuple[Connection, int, str, Payload]] = []
         while not work:
             if self._stopped.is_set():
                 self._close_all()
@@ -333,10 +340,15 @@ class SelectorLoop:
         try:
             for frame in _frames(buffer):
                 request = conn.take(frame)
-                if request is not None:
-                    work.append((conn, *request))
+                if request is None:
+                    continue
+                if isinstance(request[2], PayloadRefused):  # answered with a TypeError, never run
+                    _log.warning(
+                        "fabric: refused a request naming %s (connection kept)", request[2].type_name
+                    )
+                work.append((conn, *request))
         except Exception as exc:  # an undecodable frame: this connection is not trusted
-            _log.warning("fabric: dropping a connection after a bad frame: %r", exc)
+            _log.warning("fabric: dropping a connection after a bad frame: %.120r", exc)  # escaped, cut short
             self._forget(fd)
             conn.close()
 

@@ -34,7 +34,7 @@ from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
 from datadist_sim.fabric.session import STALE as STALE_HANDLE
 from datadist_sim.fabric.session import Session, by_handle_types, calling_session
 from datadist_sim.fabric.shm import SharedAddressSpace, reclaim_stale
-from datadist_sim.fabric.wire import make_loads, private_directory
+from datadist_sim.fabric.wire import make_loads, plain_dumps, private_directory
 
 _log = logging.getLogger("datadist_sim.fabric")
 
@@ -167,7 +167,7 @@ class FabricServer:
         def first(kind: str, payload: Tuple[Any, ...]) -> Any:
             return self._first(conn, pid, kind, payload)
 
-        conn = Connection(sock, first, self.pool, dumps=_plain_dumps, loads=make_loads(_no_reference))
+        conn = Connection(sock, first, self.pool, dumps=plain_dumps, loads=make_loads(_no_reference))
         return conn
 
     def _first(self, conn: Connection, pid: int, kind: str, payload: Tuple[Any, ...]) -> Any:
@@ -348,12 +348,6 @@ def _raise_file_limit() -> None:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     del soft
-
-
-def _plain_dumps(message: Any) -> bytes:
-    import pickle
-
-    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _no_reference(pid: Any) -> Any:

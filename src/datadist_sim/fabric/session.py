@@ -17,7 +17,7 @@ from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.cluster import Mode
 from datadist_sim.fabric.loop import Connection
 from datadist_sim.fabric.shm import SharedAddressSpace
-from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout, make_loads
+from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout, dump_message, make_loads
 
 STALE = object()
 """Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""
@@ -162,7 +162,7 @@ class Session:
             return None
 
         pickler.persistent_id = persistent_id  # type: ignore[method-assign]
-        pickler.dump(message)
+        dump_message(pickler, message)
         return buffer.getvalue()
 
     def _persistent_load(self, pid: Any) -> Any:

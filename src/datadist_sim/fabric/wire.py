@@ -9,9 +9,10 @@ Before a single byte is decoded, each end checks the other:
   it under the token), run in both directions, so the token itself never crosses the wire and a squatter
   at the path cannot pass for the fabric.
 
-After that, frames are an 8-byte length and a pickle decoded by ``WireUnpickler``, which resolves only the
-exact classes the protocol carries (the faces' enums and small data classes, numpy arrays) and refuses
-anything else, so even a peer that passed every check cannot name code to run. Exceptions travel as data
+After that, frames are an 8-byte length and a message (an envelope, then a payload: two pickles) decoded
+by ``WireUnpickler``, which resolves only the exact classes the protocol carries (the faces' enums and
+small data classes, numpy arrays) and refuses anything else, so even a peer that passed every check
+cannot name code to run; a payload so refused fails only its own request. Exceptions travel as data
 (class name, args, attributes) and are rebuilt only as built-in or datadist-sim exception classes.
 """
 
@@ -33,9 +34,10 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 HEADER = struct.Struct("!Q")
 MAX_FRAME = 1 << 40
-HELLO = b"datadist-sim fabric 1"
-"""The client's first frame: it names the protocol, and until it arrives a connection costs nothing but
-its file descriptor (the fabric starts the challenge only for a peer that speaks)."""
+HELLO = b"datadist-sim fabric 2"
+"""The client's first frame: it names the protocol (version 2: a message is an envelope, then a payload),
+and until it arrives a connection costs nothing but its file descriptor (the fabric starts the challenge
+only for a peer that speaks)."""
 HANDSHAKE_TIMEOUT_S = 5.0
 """Longest wait for each step of the handshake, on either side."""
 _CRED = struct.Struct("3i")
@@ -264,24 +266,101 @@ def _globals_in(data: bytes) -> Set[Tuple[str, str]]:
     return names
 
 
+class TypeRefused(pickle.UnpicklingError):
+    """A frame names a global the protocol does not carry. Raised before that global is imported or
+    anything of it runs; ``type_name`` is a short printable form of the name, safe to log and to send
+    back (the frame's own text is never repeated beyond it)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.type_name = _printable(f"{module}.{name}")
+        super().__init__(f"the fabric protocol does not carry {self.type_name}: refused")
+
+
+def _printable(text: str, limit: int = 96) -> str:
+    """``text`` (a name from an untrusted frame) as identifier characters only, at most ``limit`` long."""
+    kept = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._") else "?" for ch in text[: limit + 1])
+    return kept if len(kept) <= limit else kept[: limit - 3] + "..."
+
+
 class WireUnpickler(pickle.Unpickler):
     """An unpickler that resolves only ``allowed_globals()``; ``persistent_load`` names object handles."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in allowed_globals():
-            raise pickle.UnpicklingError(f"the fabric protocol does not carry {module}.{name}: refused")
+            raise TypeRefused(module, name)
         return super().find_class(module, name)
 
 
+# -- messages: an envelope, then a payload ----------------------------------------------------------------
+#
+# A message is ``("req", id, kind, payload)`` or ``("rep", id, ok, value)``. Its frame holds two pickles:
+# the envelope (the first three fields: plain strings, ints and bools) and then the payload. So when a
+# payload names a type the protocol does not carry, decoding stops there and the envelope still says
+# which request it was: that one request is answered with a ``TypeError``, as the real library answers
+# an argument of a type it does not take (``check_isinstance`` in hixl
+# ``src/python/llm_datadist/llm_datadist/utils/utils.py`` and in GE
+# ``api/python/llm_datadist_v1/utils/utils.py`` raises ``TypeError``), and the connection, still in step
+# frame by frame, goes on serving. A frame whose envelope itself is refused is not our protocol: dropped.
+
+
+class PayloadRefused(pickle.UnpicklingError):
+    """A message whose envelope decoded but whose payload names a type the protocol does not carry."""
+
+    def __init__(self, head: Tuple[Any, ...], type_name: str) -> None:
+        super().__init__(f"a payload naming {type_name}: refused")
+        self.head = head
+        self.type_name = type_name
+
+    @property
+    def is_request(self) -> bool:
+        return bool(self.head[0] == "req")
+
+    def error(self) -> TypeError:
+        """What the sender of the refused payload gets, in place of a result."""
+        what = "an argument" if self.is_request else "a reply"
+        return TypeError(
+            f"the datadist-sim fabric carries only the types llm_datadist's API takes, but {what} names "
+            f"{self.type_name}: refused, nothing of it decoded"
+        )
+
+    def as_reply(self) -> Tuple[Any, ...]:
+        """A refused reply as the failed reply its waiter gets."""
+        return ("rep", self.head[1], False, self.error())
+
+
+def dump_message(pickler: pickle.Pickler, message: Tuple[Any, ...]) -> None:
+    """``message`` as the protocol frames it: its envelope, then its payload, as two pickles."""
+    pickler.dump(message[:3])
+    pickler.dump(message[3])
+
+
+def plain_dumps(message: Tuple[Any, ...]) -> bytes:
+    """A message of an end that sends no object handles."""
+    buffer = io.BytesIO()
+    dump_message(pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL), message)
+    return buffer.getvalue()
+
+
 def make_loads(persistent_load: Callable[[Any], Any]) -> Callable[[bytes], Any]:
-    """A frame decoder with this end's handle translation."""
+    """A message decoder with this end's handle translation: the message, or ``PayloadRefused``."""
 
     def loads(data: bytes) -> Any:
         unpickler = WireUnpickler(io.BytesIO(data))
         unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
-        return unpickler.load()
+        head = unpickler.load()
+        try:
+            payload = unpickler.load()
+        except TypeRefused as refused:
+            if not _is_envelope(head):
+                raise
+            raise PayloadRefused(head, refused.type_name) from None
+        return (*head, payload)
 
     return loads
+
+
+def _is_envelope(head: Any) -> bool:
+    return type(head) is tuple and len(head) == 3 and head[0] in ("req", "rep") and type(head[1]) is int
 
 
 def pack_exception(exc: BaseException) -> PackedException:
