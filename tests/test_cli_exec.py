@@ -132,42 +132,29 @@ def test_every_python_the_program_starts_gets_the_fake_and_its_own_trace_file(
     assert len(list(tmp_path.glob("trace-*.jsonl"))) == 2
 
 
-LINK_NOWHERE = """
-import llm_datadist
-
-dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.DECODER, 1)
-dd.init({"ge.exec.deviceId": "0"})
-info = llm_datadist.LLMClusterInfo()
-info.remote_cluster_id = 7
-info.append_local_ip_info("10.0.0.2", 0)
-info.append_remote_ip_info("10.0.0.9", 1)
-print(dd.link_clusters([info], 1000)[0].name)
-"""
+LINK_NOWHERE = Path(__file__).parent / "programs" / "link_nowhere.py"
+"""The same program ``crossproc/test_exec_coverage`` runs through a fabric."""
 
 
 @pytest.mark.skipif(os.name != "posix", reason="uses sh")
 def test_exec_coverage_adds_up_the_codes_of_every_process_of_the_program(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    program = tmp_path / "link_nowhere.py"
-    program.write_text(LINK_NOWHERE)
-    script = f"{PY} {program} && {PY} {program}"
+    script = f"{PY} {LINK_NOWHERE} && {PY} {LINK_NOWHERE}"
     assert main(["exec", "--coverage", "--", "sh", "-c", script]) == 0
     captured = capfd.readouterr()
     assert captured.out.splitlines() == ["LLM_LINK_FAILED"] * 2
     assert re.search(r"LLM_LINK_FAILED\s+1343270921\s+2\s+link_clusters 2", captured.err), captured.err
-    assert "over 4 API calls" in captured.err
+    assert "over 6 API calls" in captured.err  # init, link_clusters, finalize in each process
     assert "1 of 28 codes other than LLM_SUCCESS reached client code" in captured.err
 
 
 def test_exec_coverage_fail_under_turns_a_successful_program_into_exit_1(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    program = tmp_path / "link_nowhere.py"
-    program.write_text(LINK_NOWHERE)
-    assert main(["exec", "--coverage-fail-under", "2", "--", PY, str(program)]) == 1
+    assert main(["exec", "--coverage-fail-under", "2", "--", PY, str(LINK_NOWHERE)]) == 1
     assert "(required: 2; NOT met)" in capfd.readouterr().err
-    assert main(["exec", "--coverage-fail-under", "1", "--", PY, str(program)]) == 0
+    assert main(["exec", "--coverage-fail-under", "1", "--", PY, str(LINK_NOWHERE)]) == 0
     assert "(required: 1; met)" in capfd.readouterr().err
 
 

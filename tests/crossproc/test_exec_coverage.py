@@ -19,26 +19,14 @@ pytestmark = [
     pytest.mark.skipif(os.name != "posix", reason="uses sh and Unix sockets"),
 ]
 
-LINK_NOWHERE = """
-import llm_datadist
-
-dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.DECODER, 1)
-dd.init({"ge.exec.deviceId": "0"})
-info = llm_datadist.LLMClusterInfo()
-info.remote_cluster_id = 7
-info.append_local_ip_info("10.0.0.2", 0)
-info.append_remote_ip_info("10.0.0.9", 1)
-print(dd.link_clusters([info], 1000)[0].name)
-dd.finalize()
-"""
+LINK_NOWHERE = Path(__file__).parents[1] / "programs" / "link_nowhere.py"
+"""The same program ``test_cli_exec`` runs in-process."""
 
 
 def test_exec_fabric_coverage_counts_the_codes_each_client_process_received(
-    fabric: Fabric, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    fabric: Fabric, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    program = tmp_path / "link_nowhere.py"
-    program.write_text(LINK_NOWHERE)
-    script = f"{sys.executable} {program} && {sys.executable} {program}"
+    script = f"{sys.executable} {LINK_NOWHERE} && {sys.executable} {LINK_NOWHERE}"
     code = main(["exec", "--fabric", str(fabric.address), "--coverage", "--", "sh", "-c", script])
     captured = capfd.readouterr()
     assert code == 0, captured.err
