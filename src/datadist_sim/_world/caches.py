@@ -72,10 +72,14 @@ class CacheEntry:
     req_at: Dict[int, EngineKey] = field(default_factory=dict)
     """The request key bound to each batch index (at most one): a pull by cache id finds the key it
     consumes without scanning ``keys`` (a cache may carry thousands)."""
+    batch_bytes: int = field(init=False)
+    """Bytes of one batch (one block) of each tensor; fixed for the cache's life."""
+    views: Optional[Tuple[memoryview, ...]] = field(default=None, init=False, repr=False)
+    """Each tensor's bytes, resolved once by the pull fast path (``pulls.tensor_views``); dropped when
+    the memory is freed."""
 
-    @property
-    def batch_bytes(self) -> int:
-        return self.tensor_size // self.batch_size if self.batch_size > 0 else 0
+    def __post_init__(self) -> None:
+        self.batch_bytes = self.tensor_size // self.batch_size if self.batch_size > 0 else 0
 
 
 def _json_unsigned(value: object) -> bool:
@@ -237,6 +241,7 @@ class NodeCaches:
             self.key_table.pop(ek, None)
         entry.keys.clear()
         entry.req_at.clear()
+        entry.views = None
         self.caches.pop(entry.cache_id, None)
         if entry.registered:
             self.ledger.unregister(entry.cache_id)

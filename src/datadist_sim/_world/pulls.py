@@ -6,7 +6,7 @@ the same time pass and commits the same bytes with a few lookups (issue 15).
 from __future__ import annotations
 
 import threading
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -14,17 +14,18 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.keys import EngineKey, PackedKey
+from datadist_sim._world.keys import EngineKey, Key
 from datadist_sim._world.ranges import (
+    Contiguous,
+    PullParams,
     Range,
     blocks_ranges,
     check_layer_split,
-    contiguous_ranges,
+    contiguous_plan,
     tensor_pairs,
 )
 from datadist_sim._world.transfer import (
     _TIMEOUTS,
-    PullParams,
     _activity,
     _peer_gone,
     _remote,
@@ -34,10 +35,13 @@ from datadist_sim._world.transfer import (
 )
 from datadist_sim._world.world import SimWorld, store_of
 
+Plan = Union[List[Range], Contiguous]
+"""A blocks pull's ranges, or a contiguous pull's plan (turned into ranges only on the general path)."""
+
 
 def _plan_pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
-) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], List[Range]]:
+    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: Key, params: PullParams, blocks: bool
+) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], CacheEntry, Plan]:
     dst = store_of(world, node).live(dst_cache_id)
     if (params.src_tensors or params.dst_tensors) and node.mode is Mode.CACHE_MANAGER:
         # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
@@ -47,16 +51,18 @@ def _plan_pull(
     with store.lock:
         src, src_batch, consume = store.lookup(key)
         if blocks:
-            ranges = blocks_ranges(src, src_batch, dst, params)
-        else:
-            if store.legacy_codes:
-                legacy_seq_len_check(src, dst, params.size, params.src_offset, params.dst_offset)
-            ranges = contiguous_ranges(src, src_batch, dst, params)
-    return store, src, consume, ranges
+            return store, src, consume, dst, blocks_ranges(src, src_batch, dst, params)
+        if store.legacy_codes:
+            legacy_seq_len_check(src, dst, params.size, params.src_offset, params.dst_offset)
+        return store, src, consume, dst, contiguous_plan(src, src_batch, dst, params)
+
+
+def _ranges(plan: Plan, src: CacheEntry, dst: CacheEntry) -> List[Range]:
+    return plan.ranges(src, dst) if isinstance(plan, Contiguous) else plan
 
 
 def pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, *, blocks: bool
+    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: Key, params: PullParams, *, blocks: bool
 ) -> None:
     """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id``; all or nothing.
 
@@ -78,9 +84,9 @@ def pull(
     planned: List[Tuple[NodeCaches, CacheEntry, Optional[EngineKey]]] = []
 
     def plan() -> List[Range]:
-        store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
+        store, src, consume, dst, planned_copy = _plan_pull(world, node, dst_cache_id, key, params, blocks)
         planned[:] = [(store, src, consume)]
-        return ranges
+        return _ranges(planned_copy, src, dst)
 
     def commit(ranges: List[Range]) -> None:
         world.space_copy(ranges)
@@ -100,7 +106,7 @@ def pull(
 
 
 def _fast_pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: PackedKey, params: PullParams, blocks: bool
+    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: Key, params: PullParams, blocks: bool
 ) -> bool:
     """The common pull in a few lookups: one thread, no fault rule loaded, no poisoned memory, a healthy
     link and a transfer shorter than the timeout. Then nothing can happen between planning and
@@ -121,11 +127,14 @@ def _fast_pull(
     ):
         return False
     with world.lock:
-        store, src, consume, ranges = _plan_pull(world, node, dst_cache_id, key, params, blocks)
+        store, src, consume, dst, plan = _plan_pull(world, node, dst_cache_id, key, params, blocks)
         remote = world.node(remote_id)
-    nbytes = 0
-    for r in ranges:
-        nbytes += r[2]
+    if isinstance(plan, Contiguous):
+        nbytes = plan.nbytes * len(plan.pairs)
+    else:
+        nbytes = 0
+        for r in plan:
+            nbytes += r[2]
     seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
     if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
         return False
@@ -135,8 +144,7 @@ def _fast_pull(
         lost = _peer_gone(world, node, remote_id, remote)
         if not lost:
             try:
-                if not (blocks and _copy_blocks_at_once(world, src, store, dst_cache_id, node, params)):
-                    world.space_copy(ranges)
+                _copy(world, src, dst, plan, params, blocks)
             except SimError as exc:  # as in ``_run``: raw memory whose serving process went silent
                 if exc.code not in _TIMEOUTS:
                     raise
@@ -152,21 +160,50 @@ def _fast_pull(
     return True
 
 
-def _copy_blocks_at_once(
+def _copy(
     world: SimWorld,
     src: CacheEntry,
-    store: NodeCaches,
-    dst_cache_id: int,
-    node: ClusterNode,
+    dst: CacheEntry,
+    plan: Plan,
     params: PullParams,
-) -> bool:
+    blocks: bool,
+) -> None:
+    """The fast path's copy: by each tensor's resolved bytes where the layout allows, else range by range
+    through the address space; the same bytes either way."""
+    if isinstance(plan, Contiguous):
+        source, target = tensor_views(world, src), tensor_views(world, dst)
+        if source and target:
+            s0, d0, n = plan.src_start, plan.dst_start, plan.nbytes
+            for s, d in plan.pairs:
+                target[d][d0 : d0 + n] = source[s][s0 : s0 + n]
+            return
+        world.space_copy(plan.ranges(src, dst))
+    elif not (blocks and _copy_blocks_at_once(world, src, dst, params)):
+        world.space_copy(plan)
+
+
+def tensor_views(world: SimWorld, entry: CacheEntry) -> Tuple[memoryview, ...]:
+    """Each tensor's bytes of a pool-backed cache, resolved once for the cache's life (``CacheEntry.views``,
+    dropped when its memory is freed); empty when they cannot be: registered memory, metadata-only
+    worlds, or a tensor that is not an allocation of its own."""
+    views = entry.views
+    if views is None:
+        views = ()
+        if entry.pool is not None:
+            found = [world.memory.backing(a, entry.tensor_size) for a in entry.addrs]
+            if all(b is not None for b in found):
+                views = tuple(b.data[: entry.tensor_size] for b in found if b is not None)
+        entry.views = views
+    return views
+
+
+def _copy_blocks_at_once(world: SimWorld, src: CacheEntry, dst: CacheEntry, params: PullParams) -> bool:
     """Blocks to blocks between pool-backed caches: resolve each tensor once and move all its blocks with
     one numpy fancy-index copy, the same bytes ``space_copy`` would move range by range. False (nothing
     copied) when the layout does not allow it: a contiguous source, registered memory, metadata-only,
     or a destination block named twice (the per-range order decides then)."""
     _, _, src_blocks, dst_blocks, src_idx, dst_idx, _, _, _ = params
-    dst = store_of(world, node).caches.get(dst_cache_id)
-    if dst is None or not src.is_blocks or len(set(dst_blocks)) != len(dst_blocks):
+    if not src.is_blocks or len(set(dst_blocks)) != len(dst_blocks):
         return False
     space = world.memory
     pairs = []

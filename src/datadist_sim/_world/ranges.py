@@ -80,7 +80,22 @@ def tensor_pairs(
     return list(zip(s, d))
 
 
-def contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
+class Contiguous(NamedTuple):
+    """What a contiguous pull moves: ``nbytes`` of each tensor pair ``(src, dst)``, from ``src_start``
+    of the source tensor to ``dst_start`` of the destination tensor."""
+
+    pairs: List[Tuple[int, int]]
+    src_start: int
+    dst_start: int
+    nbytes: int
+
+    def ranges(self, src: CacheEntry, dst: CacheEntry) -> List[Range]:
+        return [
+            (dst.addrs[d] + self.dst_start, src.addrs[s] + self.src_start, self.nbytes) for s, d in self.pairs
+        ]
+
+
+def contiguous_plan(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> Contiguous:
     size, batch_index, _, _, src_idx, dst_idx, src_off, dst_off, _ = params
     if dst.is_blocks or src.is_blocks:
         raise SimError(_P, "blocks and contiguous caches cannot be mixed in pull_cache")
@@ -90,21 +105,20 @@ def contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: 
         raise SimError(_P, f"source batch {src_batch} out of range [0, {src.batch_size})")
     src_off = max(src_off, 0)
     dst_off = max(dst_off, 0)
-    nbytes = src.batch_bytes - src_off if size == -1 else size
-    if nbytes < 0 or src_off + nbytes > src.batch_bytes or dst_off + nbytes > dst.batch_bytes:
+    src_bytes, dst_bytes = src.batch_bytes, dst.batch_bytes
+    nbytes = src_bytes - src_off if size == -1 else size
+    if nbytes < 0 or src_off + nbytes > src_bytes or dst_off + nbytes > dst_bytes:
         raise SimError(
             _P,
             f"size {nbytes} with offsets {src_off}/{dst_off} exceeds the batch "
-            f"(remote {src.batch_bytes} B, local {dst.batch_bytes} B)",
+            f"(remote {src_bytes} B, local {dst_bytes} B)",
         )
-    return [
-        (
-            dst.addrs[d] + batch_index * dst.batch_bytes + dst_off,
-            src.addrs[s] + src_batch * src.batch_bytes + src_off,
-            nbytes,
-        )
-        for s, d in tensor_pairs(src, dst, src_idx, dst_idx)
-    ]
+    pairs = tensor_pairs(src, dst, src_idx, dst_idx)
+    return Contiguous(pairs, src_batch * src_bytes + src_off, batch_index * dst_bytes + dst_off, nbytes)
+
+
+def contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
+    return contiguous_plan(src, src_batch, dst, params).ranges(src, dst)
 
 
 def blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:

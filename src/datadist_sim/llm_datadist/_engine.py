@@ -80,6 +80,8 @@ def api_call(method: F) -> F:
 
 
 def _result_outcome(result: object) -> tuple[str, str]:
+    if result is None:  # most calls
+        return "LLM_SUCCESS", ""
     if isinstance(result, tuple) and result and isinstance(result[0], LLMStatusCode):
         rets = result[1] if len(result) > 1 and isinstance(result[1], list) else []
         return result[0].name, ",".join(getattr(r, "name", str(r)) for r in rets)
