@@ -6,7 +6,7 @@ the same time pass and commits the same bytes with a few lookups (issue 15).
 from __future__ import annotations
 
 import threading
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -16,13 +16,13 @@ from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import EngineKey, Key
 from datadist_sim._world.ranges import (
+    BlockRanges,
     Contiguous,
     PullParams,
     Range,
     blocks_ranges,
     check_layer_split,
     contiguous_plan,
-    tensor_pairs,
 )
 from datadist_sim._world.transfer import (
     _TIMEOUTS,
@@ -35,8 +35,9 @@ from datadist_sim._world.transfer import (
 )
 from datadist_sim._world.world import SimWorld, store_of
 
-Plan = Union[List[Range], Contiguous]
-"""A blocks pull's ranges, or a contiguous pull's plan (turned into ranges only on the general path)."""
+Plan = Union[BlockRanges, Contiguous]
+"""A blocks pull's ranges or a contiguous pull's plan (either made into a list of ranges only where a copy
+goes range by range)."""
 
 
 def _plan_pull(
@@ -58,7 +59,7 @@ def _plan_pull(
 
 
 def _ranges(plan: Plan, src: CacheEntry, dst: CacheEntry) -> List[Range]:
-    return plan.ranges(src, dst) if isinstance(plan, Contiguous) else plan
+    return plan.ranges(src, dst) if isinstance(plan, Contiguous) else plan.build()
 
 
 def pull(
@@ -129,12 +130,7 @@ def _fast_pull(
     with world.lock:
         store, src, consume, dst, plan = _plan_pull(world, node, dst_cache_id, key, params, blocks)
         remote = world.node(remote_id)
-    if isinstance(plan, Contiguous):
-        nbytes = plan.nbytes * len(plan.pairs)
-    else:
-        nbytes = 0
-        for r in plan:
-            nbytes += r[2]
+    nbytes = plan.nbytes * len(plan.pairs) if isinstance(plan, Contiguous) else plan.nbytes
     seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
     if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
         return False
@@ -178,8 +174,8 @@ def _copy(
                 target[d][d0 : d0 + n] = source[s][s0 : s0 + n]
             return
         world.space_copy(plan.ranges(src, dst))
-    elif not (blocks and _copy_blocks_at_once(world, src, dst, params)):
-        world.space_copy(plan)
+    elif not _copy_blocks_at_once(world, plan):
+        world.space_copy(plan.build())
 
 
 def tensor_views(world: SimWorld, entry: CacheEntry) -> Tuple[memoryview, ...]:
@@ -197,26 +193,43 @@ def tensor_views(world: SimWorld, entry: CacheEntry) -> Tuple[memoryview, ...]:
     return views
 
 
-def _copy_blocks_at_once(world: SimWorld, src: CacheEntry, dst: CacheEntry, params: PullParams) -> bool:
+def _copy_blocks_at_once(world: SimWorld, plan: BlockRanges) -> bool:
     """Blocks to blocks between pool-backed caches: resolve each tensor once and move all its blocks with
-    one numpy fancy-index copy, the same bytes ``space_copy`` would move range by range. False (nothing
-    copied) when the layout does not allow it: a contiguous source, registered memory, metadata-only,
-    or a destination block named twice (the per-range order decides then)."""
-    _, _, src_blocks, dst_blocks, src_idx, dst_idx, _, _, _ = params
+    one numpy fancy-index copy, the same bytes ``space_copy`` would move range by range (the ranges are
+    then never built). False (nothing copied) when the layout does not allow it: a contiguous source,
+    registered memory, metadata-only, or a destination block named twice (the per-range order decides
+    then)."""
+    src, dst, dst_blocks = plan.src, plan.dst, plan.dst_blocks
     if not src.is_blocks or len(set(dst_blocks)) != len(dst_blocks):
         return False
     space = world.memory
     pairs = []
-    for s, d in tensor_pairs(src, dst, src_idx, dst_idx):
+    for s, d in plan.pairs:
         source = space.backing(src.addrs[s], src.tensor_size)
         target = space.backing(dst.addrs[d], dst.tensor_size)
         if source is None or target is None:
             return False
         pairs.append((source, target))
     block = dst.batch_bytes
-    s_rows, d_rows = np.asarray(src_blocks, dtype=np.intp), np.asarray(dst_blocks, dtype=np.intp)
+    if block == 0:
+        return True  # zero-byte blocks: nothing moves
+    row = _row_type(block)  # a block is one element: one memcpy each, not one per byte
+    s_rows = np.asarray(plan.src_blocks, dtype=np.intp)
+    d_rows = np.asarray(dst_blocks, dtype=np.intp)
     for source, target in pairs:
-        rows_in = source[: src.batch_size * block].reshape(src.batch_size, block)
-        rows_out = target[: dst.batch_size * block].reshape(dst.batch_size, block)
-        rows_out[d_rows] = rows_in[s_rows]
+        target[: dst.batch_size * block].view(row)[d_rows] = source[: src.batch_size * block].view(row)[
+            s_rows
+        ]
     return True
+
+
+_ROW_TYPES: Dict[int, np.dtype[np.void]] = {}
+
+
+def _row_type(nbytes: int) -> np.dtype[np.void]:
+    """A numpy type of ``nbytes`` opaque bytes, made once per size (making one costs as much as a
+    small copy)."""
+    row = _ROW_TYPES.get(nbytes)
+    if row is None:
+        row = _ROW_TYPES.setdefault(nbytes, np.dtype((np.void, nbytes)))
+    return row

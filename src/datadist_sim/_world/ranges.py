@@ -14,7 +14,7 @@ on that geometry (``layer_wise_transfer_job.cc:28-44``, ``141-142``), whichever 
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
@@ -121,16 +121,74 @@ def contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: 
     return contiguous_plan(src, src_batch, dst, params).ranges(src, dst)
 
 
-def blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
+def _first_outside(blocks: Sequence[int], limit: int) -> Optional[int]:
+    """The first block not in ``[0, limit)``, or None: ``min``/``max`` answer the common case without a
+    Python loop; the loop runs only to name the culprit, in the order a per-block check would."""
+    if not blocks or (min(blocks) >= 0 and max(blocks) < limit):
+        return None
+    return next(b for b in blocks if not 0 <= b < limit)
+
+
+class BlockRanges:
+    """The ``(dst, src, nbytes)`` ranges of a pull into blocks, checked when planned and built only if
+    someone needs them (``build``): a copy that moves all blocks of a tensor in one step needs only the
+    tensor pairs, the blocks and ``nbytes`` (building a tuple per block and tensor cost more than that
+    copy itself, issue 15)."""
+
+    __slots__ = ("base", "dst", "dst_blocks", "nbytes", "pairs", "src", "src_blocks")
+
+    def __init__(
+        self,
+        src: CacheEntry,
+        dst: CacheEntry,
+        pairs: List[Tuple[int, int]],
+        src_blocks: Sequence[int],
+        dst_blocks: Sequence[int],
+        base: int,
+    ) -> None:
+        self.src, self.dst, self.pairs = src, dst, pairs
+        self.src_blocks, self.dst_blocks = src_blocks, dst_blocks
+        self.base = base  # a contiguous source: where its batch starts in each tensor
+        block = dst.batch_bytes
+        if src.is_blocks:
+            per_tensor = len(dst_blocks) * block
+        else:  # consecutive block-sized chunks of the batch, the last one short
+            per_tensor = min(len(dst_blocks) * block, src.batch_bytes) if src.batch_bytes > 0 else 0
+        self.nbytes = per_tensor * len(pairs)
+
+    def build(self) -> List[Range]:
+        """The ranges, one per block and tensor pair, in the order they are copied."""
+        src, dst, block = self.src, self.dst, self.dst.batch_bytes
+        ranges: List[Range] = []
+        if src.is_blocks:
+            for s, d in self.pairs:
+                for sb, db in zip(self.src_blocks, self.dst_blocks):
+                    ranges.append((dst.addrs[d] + db * block, src.addrs[s] + sb * block, block))
+            return ranges
+        for s, d in self.pairs:
+            for j, db in enumerate(self.dst_blocks):
+                start = j * block
+                if start >= src.batch_bytes:
+                    break
+                ranges.append(
+                    (
+                        dst.addrs[d] + db * block,
+                        src.addrs[s] + self.base + start,
+                        min(block, src.batch_bytes - start),
+                    )
+                )
+        return ranges
+
+
+def blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> BlockRanges:
     _, _, src_blocks, dst_blocks, src_idx, dst_idx, _, _, _ = params
     if not dst.is_blocks:
         raise SimError(_P, "pull_blocks needs a blocks cache as destination")
     block = dst.batch_bytes
-    for b in dst_blocks:
-        if not 0 <= b < dst.batch_size:
-            raise SimError(_P, f"local block index {b} out of range [0, {dst.batch_size})")
+    bad = _first_outside(dst_blocks, dst.batch_size)
+    if bad is not None:
+        raise SimError(_P, f"local block index {bad} out of range [0, {dst.batch_size})")
     pairs = tensor_pairs(src, dst, src_idx, dst_idx)
-    ranges: List[Range] = []
     if src.is_blocks:
         if not src_blocks:
             raise SimError(_P, "src_blocks can not be empty for a blocks source")
@@ -138,25 +196,13 @@ def blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: Pull
             raise SimError(_P, f"{len(src_blocks)} src blocks but {len(dst_blocks)} dst blocks")
         if src.batch_bytes != block:
             raise SimError(_P, f"block size mismatch: remote {src.batch_bytes} B, local {block} B")
-        for b in src_blocks:
-            if not 0 <= b < src.batch_size:
-                raise SimError(_P, f"remote block index {b} out of range [0, {src.batch_size})")
-        for s, d in pairs:
-            for sb, db in zip(src_blocks, dst_blocks):
-                ranges.append((dst.addrs[d] + db * block, src.addrs[s] + sb * block, block))
-        return ranges
+        bad = _first_outside(src_blocks, src.batch_size)
+        if bad is not None:
+            raise SimError(_P, f"remote block index {bad} out of range [0, {src.batch_size})")
+        return BlockRanges(src, dst, pairs, src_blocks, dst_blocks, 0)
     if src_blocks:
         raise SimError(_P, "src_blocks must be empty for a contiguous source")
-    base = src_batch * src.batch_bytes
-    for s, d in pairs:
-        for j, db in enumerate(dst_blocks):
-            start = j * block
-            if start >= src.batch_bytes:
-                break
-            ranges.append(
-                (dst.addrs[d] + db * block, src.addrs[s] + base + start, min(block, src.batch_bytes - start))
-            )
-    return ranges
+    return BlockRanges(src, dst, pairs, src_blocks, dst_blocks, src_batch * src.batch_bytes)
 
 
 def cache_to_cache_ranges(
@@ -195,7 +241,7 @@ def push_ranges(
     check_layer_split(src.num_tensors, per_layer, "source")
     if not dst_blocks:
         return cache_to_cache_ranges(src, src_batch, dst, dst_batch, tensor_pairs(src, dst, src_idx, dst_idx))
-    return blocks_ranges(src, src_batch, dst, params)
+    return blocks_ranges(src, src_batch, dst, params).build()
 
 
 def addr_ranges(

@@ -147,6 +147,8 @@ class _Seq:
 def _freeze(value: object) -> object:
     if type(value) in _KEPT:
         return value
+    if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
+        return _Seq(value)  # type: ignore[arg-type]
     if isinstance(value, (list, tuple)) and _compact(value) is None:
         return _Seq(value)
     name = type(value).__name__
