@@ -57,7 +57,8 @@ def snapshot(world: SimWorld) -> Tuple[Any, ...]:
 def check_books(world: SimWorld) -> None:
     """The world's books balance: every pool's ``used`` is what its live caches reserve and
     ``used + free == capacity``; every key names a live cache batch; every backed byte belongs to a live
-    allocation of a live instance; every link end is held by a live instance."""
+    allocation of a live instance (as many as its caches asked for: backing is not rounded to pages);
+    every link end is held by a live instance."""
     backed = 0
     for cid, store in world.caches.items():
         assert world.node(cid) is not None, f"store of finalized cluster {cid} remains"
@@ -66,6 +67,7 @@ def check_books(world: SimWorld) -> None:
             if entry.pool is not None:
                 for addr in entry.addrs:
                     owned.setdefault(id(entry.pool), {})[addr] = entry.pool.round_size(entry.tensor_size)
+                backed += entry.tensor_size * len(entry.addrs)
         for pool in (store.device_pool, store.host_pool):
             if pool is None:
                 continue
@@ -73,7 +75,6 @@ def check_books(world: SimWorld) -> None:
             assert stats.used + stats.free_bytes == stats.capacity
             assert pool.allocations() == owned.get(id(pool), {}), f"cluster {cid}: {pool.name} pool leaks"
             assert stats.used == sum(owned.get(id(pool), {}).values())
-            backed += stats.used
         for ek, (cache_id, batch) in store.key_table.items():
             entry = store.caches.get(cache_id)
             assert entry is not None, f"cluster {cid}: key {ek} names freed cache {cache_id}"

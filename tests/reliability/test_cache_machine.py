@@ -129,6 +129,11 @@ class MCache:
     def reserved(self) -> int:
         return 0 if self.registered is not None else _reserve(self.batch)
 
+    @property
+    def asked(self) -> int:
+        """The bytes its tensors asked the pool for: what backs it (not the page-rounded reservation)."""
+        return 0 if self.registered is not None else NUM_TENSORS * self.batch * ROW
+
 
 @dataclass(eq=False)
 class MNode:
@@ -688,7 +693,7 @@ class CacheMachine(FabricMachine):
                 assert pool is not None
                 assert pool.used == node.used(host), (cid, host)
                 assert pool.used + pool.free_bytes == pool.capacity
-                backed += pool.used
+            backed += sum(c.asked for c in node.caches.values())
             assert store.key_table == node.keys
             for cache_id, batch in store.key_table.values():
                 assert batch < store.caches[cache_id].batch_size

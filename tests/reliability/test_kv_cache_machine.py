@@ -373,7 +373,7 @@ class KvCacheMachine(FabricMachine):
             assert pool is not None
             assert pool.used == node.used()
             assert pool.used + pool.free_bytes == pool.capacity
-            backed += pool.used
+            backed += sum(NUM_TENSORS * c.batch * ROW for c in node.caches.values())  # asked, not reserved
             assert store.key_table == node.keys
             assert set(store.caches) == set(node.caches)
             for mc in node.caches.values():

@@ -17,20 +17,23 @@ Two kinds of address reach a transfer:
   ``SimError(LLM_PARAM_INVALID)`` (inferred: the real engine would fail in HCCL or the runtime, which the
   API reports as a parameter/registration problem), never a crash.
 
-Backing is one lazily-zeroed numpy buffer per allocation (``np.zeros`` maps pages on first touch), so
-memory grows with what is allocated and written, not with the declared pool size. With
+Backing is one zeroed numpy buffer per allocation, of the bytes *asked for*, not of the page-rounded
+reservation: a 512-byte cache in a pool of 64 KiB pages holds 512 bytes (issue 15), and memory grows
+with what is allocated, not with the declared pool size. Addresses, and every check against them
+(bounds, ownership, poison, registration), still see the whole reservation, so the same allocations get
+the same addresses. The reservation's tail past the request (its padding) gets bytes only when something
+touches it: a buffer of its own, made on first touch; a copy across the boundary moves piece by piece;
+a *view* across it joins both into one buffer of the whole reservation, after which views taken before
+no longer alias the allocation (only a view reaching past the bytes asked for can cause that). With
 ``backed=False`` (metadata-only mode) no bytes exist: transfers validate simulated ranges and poison,
 then move nothing, and ``view`` raises ``SimError(LLM_FEATURE_NOT_ENABLED)``.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
-import sys
 import threading
 from bisect import bisect_left, bisect_right
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +41,9 @@ import numpy.typing as npt
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
+from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
+from datadist_sim._world.process_memory import ProcessMemory as ProcessMemory
+from datadist_sim._world.process_memory import raw_view as raw_view
 
 SIM_VA_BASE = 1 << 60
 SIM_VA_LIMIT = 1 << 63
@@ -51,102 +57,6 @@ _INVALID = LLMStatusCode.LLM_PARAM_INVALID
 def is_simulated(address: int) -> bool:
     """Whether ``address`` belongs to the simulator's address range (as opposed to a raw pointer)."""
     return SIM_VA_BASE <= address < SIM_VA_LIMIT
-
-
-class ProcessMemory:
-    """Vouches for raw pointers of this process by reading ``/proc/self/maps``.
-
-    The parse is cached and re-read on a miss (mappings change). A hit is re-checked cheaply by reading
-    the range's first and last byte through ``/proc/self/mem``, which fails with ``EIO`` instead of
-    faulting, so memory unmapped since the parse is caught (where ``/proc/self/mem`` is denied, every
-    check re-reads the maps instead). What is *not* caught: a mapping whose
-    permissions changed since the parse, a hole punched in the middle of a range, or a file mapping past
-    its file's end; clients register their own live arrays, where none of these happen.
-    """
-
-    _SKIP_NAMES = ("[vvar", "[vsyscall]")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._maps: list[tuple[int, int, bool, bool]] = []  # (start, end, readable, writable)
-        self._starts: list[int] = []
-        self._mem_fd: Optional[int] = None
-        self._pid = 0  # the process _mem_fd belongs to: after a fork it reads the parent's memory
-        self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
-
-    def refresh(self) -> None:
-        """Re-read ``/proc/self/maps``."""
-        maps: list[tuple[int, int, bool, bool]] = []
-        with open("/proc/self/maps", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                fields = line.split(None, 5)
-                name = fields[5].strip() if len(fields) > 5 else ""
-                if name.startswith(self._SKIP_NAMES) or (
-                    name.startswith("/dev/") and not name.startswith(("/dev/shm/", "/dev/zero"))
-                ):
-                    continue
-                low, high = fields[0].split("-")
-                maps.append((int(low, 16), int(high, 16), fields[1][0] == "r", fields[1][1] == "w"))
-        with self._lock:
-            self._maps = maps
-            self._starts = [entry[0] for entry in maps]
-
-    def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
-        """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
-        if not self.supported or address <= 0 or nbytes <= 0:
-            return False
-        probe = self._probe(address, nbytes)
-        if probe is not None and probe and self._covered(address, nbytes, writable):
-            return True
-        self.refresh()  # a miss, a failed probe, or no probe at all: ask the kernel again
-        return probe is not False and self._covered(address, nbytes, writable)
-
-    def _covered(self, address: int, nbytes: int, writable: bool) -> bool:
-        with self._lock:
-            maps, index = self._maps, bisect_right(self._starts, address) - 1
-        cursor, end = address, address + nbytes
-        while 0 <= index < len(maps):
-            start, stop, readable, can_write = maps[index]
-            if not start <= cursor < stop or not readable or (writable and not can_write):
-                return False
-            if end <= stop:
-                return True
-            cursor, index = stop, index + 1
-        return False
-
-    def _probe(self, address: int, nbytes: int) -> Optional[bool]:
-        """Whether the range's first and last bytes are mapped; ``None`` if ``/proc/self/mem`` is denied."""
-        fd = self._memory_fd()
-        if fd is None:
-            return None
-        try:
-            return all(len(os.pread(fd, 1, where)) == 1 for where in {address, address + nbytes - 1})
-        except (OSError, OverflowError):
-            return False
-
-    def _memory_fd(self) -> Optional[int]:
-        with self._lock:
-            if self._pid != os.getpid():
-                if self._mem_fd is not None:
-                    os.close(self._mem_fd)  # inherited across fork: it would read the parent
-                self._pid = os.getpid()
-                try:
-                    self._mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
-                except OSError:  # some sandboxes deny it: then every check re-reads the maps
-                    self._mem_fd = None
-            return self._mem_fd
-
-
-PROCESS_MEMORY = ProcessMemory()
-"""The process's one view of its own mappings, shared by every address space (it holds one fd)."""
-
-
-def raw_view(address: int, nbytes: int, *, writable: bool) -> Bytes:
-    """A uint8 view of process memory at ``address``, with no check at all: call only once vouched for."""
-    array: Bytes = np.frombuffer(memoryview((ctypes.c_ubyte * nbytes).from_address(address)), dtype=np.uint8)
-    if not writable:
-        array.flags.writeable = False
-    return array
 
 
 class AddressSpace:
@@ -167,7 +77,8 @@ class AddressSpace:
         self._next_base = SIM_VA_BASE
         self._starts: list[int] = []
         self._sizes: dict[int, int] = {}
-        self._buffers: dict[int, Bytes] = {}
+        self._buffers: dict[int, Bytes] = {}  # the bytes asked for, from each allocation's start
+        self._pads: dict[int, Bytes] = {}  # the rest of a reservation, once something touched it
         self._poison: list[tuple[int, int]] = []  # (start, end), sorted; replaced, never mutated
         self._poison_span = 0  # the longest poisoned range: bounds how far back an overlap can start
 
@@ -199,8 +110,10 @@ class AddressSpace:
             observer=self,
         )
 
-    def on_allocate(self, address: int, nbytes: int) -> None:
-        buffer = np.zeros(nbytes, dtype=np.uint8) if self.backed else None
+    def on_allocate(self, address: int, nbytes: int, requested: Optional[int] = None) -> None:
+        """Index ``nbytes`` reserved at ``address``; back the ``requested`` bytes (all, if not given)."""
+        used = nbytes if requested is None else min(max(requested, 0), nbytes)
+        buffer = np.zeros(used, dtype=np.uint8) if self.backed else None
         with self._lock:
             index = bisect_right(self._starts, address)
             self._starts.insert(index, address)
@@ -217,6 +130,7 @@ class AddressSpace:
                 del self._starts[index]
             self._sizes.pop(address, None)
             self._buffers.pop(address, None)
+            self._pads.pop(address, None)
             if self._poison:
                 self._drop_poison(address, address + nbytes)
 
@@ -234,7 +148,8 @@ class AddressSpace:
     def backed_bytes(self) -> int:
         """Bytes of backing buffers currently held (0 in metadata-only mode)."""
         with self._lock:
-            return sum(buffer.nbytes for buffer in self._buffers.values())
+            held = sum(buffer.nbytes for buffer in self._buffers.values())
+            return held + sum(pad.nbytes for pad in self._pads.values())
 
     # -- resolving addresses to bytes ------------------------------------------------------------------
 
@@ -249,7 +164,9 @@ class AddressSpace:
         if self._poison:
             self._check_poison(address, nbytes)
         if is_simulated(address):
-            return self._resolve_simulated(address, nbytes)
+            found = self._resolve_simulated(address, nbytes, join=True)
+            assert not isinstance(found, list)  # joined
+            return found
         if not self.backed:
             return None
         if nbytes == 0:
@@ -274,7 +191,9 @@ class AddressSpace:
         assert array is not None  # backed mode always yields bytes
         return array
 
-    def _resolve_simulated(self, address: int, nbytes: int) -> Optional[Bytes]:
+    def _resolve_simulated(self, address: int, nbytes: int, *, join: bool) -> Union[Bytes, List[Bytes], None]:
+        """The bytes of a simulated range: one view, or (``join`` False, a range across the end of the
+        bytes asked for) the two pieces on either side of it."""
         with self._lock:
             index = bisect_right(self._starts, address) - 1
             start = self._starts[index] if index >= 0 else -1
@@ -291,7 +210,37 @@ class AddressSpace:
                 f"range [{address:#x}, {address + nbytes:#x}) crosses the end of its allocation "
                 f"[{start:#x}, {start + size:#x})",
             )
-        return None if buffer is None else buffer[offset : offset + nbytes]
+        if buffer is None:
+            return None
+        if offset + nbytes <= buffer.nbytes:
+            return buffer[offset : offset + nbytes]
+        return self._past_request(start, offset, nbytes, join)
+
+    def _past_request(self, start: int, offset: int, nbytes: int, join: bool) -> Union[Bytes, List[Bytes]]:
+        """A range of the allocation at ``start`` that reaches into its padding (see the module's doc)."""
+        with self._lock:
+            buffer, size = self._buffers.get(start), self._sizes.get(start, 0)
+            if buffer is None:
+                raise SimError(_INVALID, f"simulated address {start + offset:#x} was freed meanwhile")
+            used, end = buffer.nbytes, offset + nbytes
+            if end <= used:  # joined meanwhile
+                return buffer[offset:end]
+            pad = self._pads.get(start)
+            if pad is None and not (join and offset < used):
+                pad = self._pads[start] = np.zeros(size - used, dtype=np.uint8)
+            if offset >= used:
+                assert pad is not None
+                return pad[offset - used : end - used]
+            if not join:
+                assert pad is not None
+                return [buffer[offset:], pad[: end - used]]
+            joined = np.zeros(size, dtype=np.uint8)
+            joined[:used] = buffer
+            if pad is not None:
+                joined[used:] = pad
+            self._buffers[start] = joined
+            self._pads.pop(start, None)
+            return joined[offset:end]
 
     def backing(self, address: int, nbytes: int) -> Optional[Bytes]:
         """The whole buffer backing the live simulated allocation that starts at ``address``, if it holds
@@ -315,14 +264,30 @@ class AddressSpace:
         earlier destination sees the new bytes, as successive device copies would.
         """
         plan = [
-            (self.resolve(dst, nbytes, writable=True), self.resolve(src, nbytes))
-            for dst, src, nbytes in ranges
+            (self._pieces(dst, nbytes, True), self._pieces(src, nbytes, False)) for dst, src, nbytes in ranges
         ]
         for target, source in plan:
-            if target is not None and source is not None:
+            if target is None or source is None:
+                continue
+            if type(target) is not list and type(source) is not list:
                 # memoryview assignment: one memcpy/memmove, like ``np.copyto`` on flat bytes, without
                 # numpy's per-call dispatch (a few µs on a small pull)
-                target.data[:] = source.data
+                target.data[:] = source.data  # type: ignore[union-attr]
+            else:  # across the end of the bytes asked for: gather first (the two may overlap)
+                data = np.concatenate(source) if isinstance(source, list) else source.copy()
+                offset = 0
+                for piece in target if isinstance(target, list) else [target]:
+                    piece[:] = data[offset : offset + piece.nbytes]
+                    offset += piece.nbytes
+
+    def _pieces(self, address: int, nbytes: int, writable: bool) -> Union[Bytes, List[Bytes], None]:
+        """As ``resolve``, but a simulated range across the end of the bytes asked for comes in two
+        pieces instead of joining the allocation's buffers (which would detach views of it)."""
+        if nbytes < 0 or not is_simulated(address):
+            return self.resolve(address, nbytes, writable=writable)
+        if self._poison:
+            self._check_poison(address, nbytes)
+        return self._resolve_simulated(address, nbytes, join=False)
 
     # -- poison (UCE fault injection) -------------------------------------------------------------------
 

@@ -37,7 +37,9 @@ class PoolObserver(Protocol):
     """Told of every allocation and free, under the pool's lock, so an address freed by one thread and
     re-allocated by another reaches the observer in the same order as it reached the books."""
 
-    def on_allocate(self, address: int, nbytes: int) -> None: ...
+    def on_allocate(self, address: int, nbytes: int, requested: int) -> None:
+        """``nbytes`` reserved at ``address`` (whole granules) for a request of ``requested`` bytes."""
+        ...
 
     def on_free(self, address: int, nbytes: int) -> None: ...
 
@@ -199,7 +201,7 @@ class MemoryPool:
             address = self._take(size, nbytes)
             if self._observer is not None:
                 try:
-                    self._observer.on_allocate(address, size)
+                    self._observer.on_allocate(address, size, nbytes)
                 except BaseException:
                     self._give_back(address)
                     raise

@@ -116,26 +116,36 @@ def memory_one_key_per_cache(backed: bool, live: int = 1000) -> float:
     return grown / live
 
 
+BACKING_RATIO_TARGET = 1.5
+
+
 def memory_rows() -> List[Figure]:
+    """Memory per live key, one key per 512-byte cache: backed, metadata-only, and what backing adds
+    per key (the difference) against the cache's own 512 bytes (a page-sized buffer would be 128x)."""
     backed = memory_one_key_per_cache(True)
     meta = memory_one_key_per_cache(False)
+    backing = backed - meta
     return [
         Figure(
             "memory",
             "per live key, one key per 512 B cache, backed",
             backed,
             "B/key",
-            512.0,
-            "the cache's own bytes",
-            backed / 512,
-            "backing sized to the cache (<= 4 x)",
-            backed / 512 <= 4,
+            meta,
+            "metadata-only, same caches",
+            backed / meta,
         ),
+        Figure("memory", "per live key, one key per 512 B cache, metadata-only", meta, "B/key"),
         Figure(
             "memory",
-            "per live key, one key per 512 B cache, metadata-only",
-            meta,
+            "backing per live key (backed - metadata-only), 512 B caches in 64 KiB pages",
+            backing,
             "B/key",
+            512.0,
+            "the cache's own bytes",
+            backing / 512,
+            f"<= {BACKING_RATIO_TARGET:g} x (sized to the cache, not the page)",
+            backing / 512 <= BACKING_RATIO_TARGET,
         ),
     ]
 

@@ -85,8 +85,10 @@ class SharedAddressSpace(AddressSpace):
                     return code
         return LLMStatusCode.LLM_OUT_OF_MEMORY
 
-    def on_allocate(self, address: int, nbytes: int) -> None:
-        super().on_allocate(address, nbytes)
+    def on_allocate(self, address: int, nbytes: int, requested: Optional[int] = None) -> None:
+        # the shared file spans the whole reservation: a file's pages cost memory only once written,
+        # so the padding is free here, and views of it always alias the allocation
+        super().on_allocate(address, nbytes, 0)
         if not self.backed or nbytes <= 0:
             return
         try:

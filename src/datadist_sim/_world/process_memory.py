@@ -1,0 +1,116 @@
+"""Raw pointers of this very process: whether ``/proc/self/maps`` vouches for a range, and views of it.
+
+A raw pointer (``tensor.data_ptr()`` of a CPU tensor, ``arr.ctypes.data``) is read and written in place,
+but only once the whole range shows mapped with the needed permissions (``address_space`` decides what
+an address that is not vouched for means).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from bisect import bisect_right
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+
+Bytes = npt.NDArray[np.uint8]
+
+
+class ProcessMemory:
+    """Vouches for raw pointers of this process by reading ``/proc/self/maps``.
+
+    The parse is cached and re-read on a miss (mappings change). A hit is re-checked cheaply by reading
+    the range's first and last byte through ``/proc/self/mem``, which fails with ``EIO`` instead of
+    faulting, so memory unmapped since the parse is caught (where ``/proc/self/mem`` is denied, every
+    check re-reads the maps instead). What is *not* caught: a mapping whose
+    permissions changed since the parse, a hole punched in the middle of a range, or a file mapping past
+    its file's end; clients register their own live arrays, where none of these happen.
+    """
+
+    _SKIP_NAMES = ("[vvar", "[vsyscall]")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._maps: list[tuple[int, int, bool, bool]] = []  # (start, end, readable, writable)
+        self._starts: list[int] = []
+        self._mem_fd: Optional[int] = None
+        self._pid = 0  # the process _mem_fd belongs to: after a fork it reads the parent's memory
+        self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
+
+    def refresh(self) -> None:
+        """Re-read ``/proc/self/maps``."""
+        maps: list[tuple[int, int, bool, bool]] = []
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                fields = line.split(None, 5)
+                name = fields[5].strip() if len(fields) > 5 else ""
+                if name.startswith(self._SKIP_NAMES) or (
+                    name.startswith("/dev/") and not name.startswith(("/dev/shm/", "/dev/zero"))
+                ):
+                    continue
+                low, high = fields[0].split("-")
+                maps.append((int(low, 16), int(high, 16), fields[1][0] == "r", fields[1][1] == "w"))
+        with self._lock:
+            self._maps = maps
+            self._starts = [entry[0] for entry in maps]
+
+    def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
+        """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
+        if not self.supported or address <= 0 or nbytes <= 0:
+            return False
+        probe = self._probe(address, nbytes)
+        if probe is not None and probe and self._covered(address, nbytes, writable):
+            return True
+        self.refresh()  # a miss, a failed probe, or no probe at all: ask the kernel again
+        return probe is not False and self._covered(address, nbytes, writable)
+
+    def _covered(self, address: int, nbytes: int, writable: bool) -> bool:
+        with self._lock:
+            maps, index = self._maps, bisect_right(self._starts, address) - 1
+        cursor, end = address, address + nbytes
+        while 0 <= index < len(maps):
+            start, stop, readable, can_write = maps[index]
+            if not start <= cursor < stop or not readable or (writable and not can_write):
+                return False
+            if end <= stop:
+                return True
+            cursor, index = stop, index + 1
+        return False
+
+    def _probe(self, address: int, nbytes: int) -> Optional[bool]:
+        """Whether the range's first and last bytes are mapped; ``None`` if ``/proc/self/mem`` is denied."""
+        fd = self._memory_fd()
+        if fd is None:
+            return None
+        try:
+            return all(len(os.pread(fd, 1, where)) == 1 for where in {address, address + nbytes - 1})
+        except (OSError, OverflowError):
+            return False
+
+    def _memory_fd(self) -> Optional[int]:
+        with self._lock:
+            if self._pid != os.getpid():
+                if self._mem_fd is not None:
+                    os.close(self._mem_fd)  # inherited across fork: it would read the parent
+                self._pid = os.getpid()
+                try:
+                    self._mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:  # some sandboxes deny it: then every check re-reads the maps
+                    self._mem_fd = None
+            return self._mem_fd
+
+
+PROCESS_MEMORY = ProcessMemory()
+"""The process's one view of its own mappings, shared by every address space (it holds one fd)."""
+
+
+def raw_view(address: int, nbytes: int, *, writable: bool) -> Bytes:
+    """A uint8 view of process memory at ``address``, with no check at all: call only once vouched for."""
+    array: Bytes = np.frombuffer(memoryview((ctypes.c_ubyte * nbytes).from_address(address)), dtype=np.uint8)
+    if not writable:
+        array.flags.writeable = False
+    return array
