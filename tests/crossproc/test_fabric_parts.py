@@ -182,10 +182,21 @@ class _Owner:
         for a, n in ranges:
             self._find(a, n)
 
-    def write(self, chunks: Sequence[Tuple[int, np.ndarray]], take: Any) -> None:
+    def write(self, chunks: Sequence[Tuple[int, np.ndarray]], take: Any, lent: Sequence[Any] = ()) -> None:
         self.requests.append("write")
         for a, data in chunks:
             self._find(a, data.nbytes)[...] = data
+
+    direct = False
+
+    def copy_direct(self, copies: Sequence[Tuple[int, int, int]]) -> bool:
+        """As if the destination's owner read the source's memory itself (when ``direct``)."""
+        self.requests.append("direct")
+        if not self.direct:
+            return False
+        for dst, src, nbytes in copies:
+            self._find(dst, nbytes)[...] = self._find(src, nbytes)
+        return True
 
 
 def _space(owner: _Owner) -> SharedAddressSpace:
@@ -232,6 +243,33 @@ def test_copies_to_and_from_raw_memory_go_through_its_owner_all_or_nothing() -> 
     with pytest.raises(SimError) as poisoned:
         space.copy_ranges([(sim, 0x7000_0000, 8)])
     assert poisoned.value.code is LLMStatusCode.LLM_DEVICE_MEM_ERROR
+    space.release_all()
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_raw_to_raw_copies_go_process_to_process_when_they_can_else_through_the_owners(direct: bool) -> None:
+    owner = _Owner()
+    owner.direct = direct
+    raw_src, raw_dst = np.arange(64, dtype=np.uint8), np.zeros(64, dtype=np.uint8)
+    owner.memory = {0x7000_0000: raw_src, 0x7100_0000: raw_dst}
+    space = _space(owner)
+    space.copy_ranges([(0x7100_0000, 0x7000_0000 + 32, 32)])
+    assert raw_dst[:32].tolist() == list(range(32, 64))
+    assert owner.requests == (["check", "direct"] if direct else ["check", "direct", "read", "write"])
+    space.release_all()
+
+
+def test_a_raw_to_raw_copy_with_a_simulated_range_beside_it_does_not_go_direct() -> None:
+    owner = _Owner()
+    owner.direct = True
+    raw_src, raw_dst = np.arange(64, dtype=np.uint8), np.zeros(64, dtype=np.uint8)
+    owner.memory = {0x7000_0000: raw_src, 0x7100_0000: raw_dst}
+    space = _space(owner)
+    sim = space.create_pool(1 << 20, oom_code=LLMStatusCode.LLM_OUT_OF_MEMORY).allocate(64)
+    space.copy_ranges([(0x7100_0000, 0x7000_0000, 8), (sim, 0x7000_0000, 8)])
+    assert "direct" not in owner.requests
+    assert raw_dst[:8].tolist() == list(range(8))
+    assert space.view(sim, 8).tolist() == list(range(8))
     space.release_all()
 
 

@@ -31,6 +31,7 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import PROCESS_MEMORY, raw_view
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric import address as fabric_address
+from datadist_sim.fabric import xmem
 from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.remote import RemoteObject, stand_in
 from datadist_sim.fabric.shm import open_scratch, open_view
@@ -275,13 +276,15 @@ class FabricClient:
             return getattr(synchronizer, method)(*args)
         if kind in ("mem_read_to", "mem_write_from"):
             return self._serve_scratch(kind, payload)
+        if kind == "mem_pull":
+            return xmem.serve_pull(payload, _own)
         (items,) = payload
         if kind == "mem_read":
             return [bytes(_own(address, nbytes, writable=False)) for address, nbytes in items]
-        if kind == "mem_check":
+        if kind in ("mem_check", "mem_check_read"):  # read: a peer will read it directly (``xmem``)
             for address, nbytes in items:
-                _own(address, nbytes, writable=True)
-            return None
+                _own(address, nbytes, writable=kind == "mem_check")
+            return None if kind == "mem_check" else xmem.identity()
         if kind == "mem_write":
             targets = [_own(address, len(data), writable=True) for address, data in items]
             for target, (_, data) in zip(targets, items):

@@ -1,14 +1,17 @@
 """Raw pointers of client processes: who owns one, and having the owner read or write it.
 
 Small reads and writes travel in the message; large ones through a warm shared scratch file that the
-owner copies into or out of, so KV bytes never pass through the socket. An owner that has died, or
-does not answer within ``timeout_s``, times the transfer out with the mode's code.
+owner copies into or out of, so KV bytes never pass through the socket; bytes read into a scratch file
+for a write to another process are written from that same file (two copies, none in the fabric). A copy
+from one process's raw memory to another's is, where the kernel allows it, one copy: the destination's
+owner reads the source's memory itself (``xmem``). An owner that has died, or does not answer within
+``timeout_s``, times the transfer out with the mode's code.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -17,7 +20,7 @@ from datadist_sim._world.cluster import Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric.channel import ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.session import Session, calling_session
-from datadist_sim.fabric.shm import Bytes, Range, Take
+from datadist_sim.fabric.shm import Bytes, Range, Scratch, Take
 
 INLINE_BYTES = 256 << 10
 """Raw-memory reads and writes up to this size travel in the message; larger ones through shared memory."""
@@ -37,6 +40,11 @@ class RawRouter:
         self._ranges: List[Tuple[int, int, Session]] = []
         self._on_silent = on_silent
         self.timeout_s = timeout_s
+        self.direct = True
+        """Whether raw-to-raw copies may go straight from process to process (tests turn it off)."""
+        self._no_direct: Set[Tuple[int, int]] = set()  # (reader pid, owner pid) the kernel refused
+        self.direct_copies = 0
+        """Transfers done process to process (``status()`` shows it)."""
 
     def add(self, session: Session, start: int, nbytes: int) -> None:
         with self._lock:
@@ -103,16 +111,62 @@ class RawRouter:
         for owner, indices in self._groups(ranges):
             self._request(owner, "mem_check", [ranges[i] for i in indices])
 
-    def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take) -> None:
-        """Have each owner write its chunks (inline when small, else from a shared scratch file)."""
+    def copy_direct(self, copies: Sequence[Tuple[int, int, int]]) -> bool:
+        """``(dst, src, nbytes)`` between raw memory of two processes, read by the destination's owner
+        straight from the source's (one copy). False, with nothing written, where that cannot be:
+        several owners on a side, one process on both, or a kernel that refuses (remembered)."""
+        if not self.direct or not copies:
+            return False
+        readers = self._groups([(d, n) for d, _, n in copies])
+        owners = self._groups([(s, n) for _, s, n in copies])
+        if len(readers) != 1 or len(owners) != 1:
+            return False
+        reader, owner = readers[0][0], owners[0][0]
+        pair = (reader.pid, owner.pid)
+        with self._lock:
+            if reader is owner or pair in self._no_direct:
+                return False
+        # the owner vouches for its memory (and shows it is alive) as a read through it would
+        mark = self._request(owner, "mem_check_read", [(s, n) for _, s, n in copies])
+        if self._request(reader, "mem_pull", owner.pid, mark, list(copies)):
+            with self._lock:
+                self.direct_copies += 1
+            return True
+        with self._lock:
+            self._no_direct.add(pair)
+        return False
+
+    def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take, lent: Sequence[Scratch] = ()) -> None:
+        """Have each owner write its chunks (inline when small, else from a shared scratch file: from
+        the ``lent`` one that already holds them, if one does)."""
         for owner, indices in self._groups([(a, data.nbytes) for a, data in chunks]):
             part = [chunks[i] for i in indices]
             total = sum(data.nbytes for _, data in part)
             if total <= INLINE_BYTES:
                 self._request(owner, "mem_write", [(a, data.tobytes()) for a, data in part])
                 continue
-            scratch = take(total)
-            placed = scratch.fill([data for _, data in part])
+            scratch, placed = _holding(lent, [data for _, data in part])
+            if scratch is None:
+                scratch = take(total)
+                placed = scratch.fill([data for _, data in part])
             self._request(
                 owner, "mem_write_from", scratch.path, [(a, o, n) for (a, _), (o, n) in zip(part, placed)]
             )
+
+
+def _holding(
+    lent: Sequence[Scratch], chunks: Sequence[Bytes]
+) -> Tuple[Optional[Scratch], List[Tuple[int, int]]]:
+    """The scratch file among ``lent`` that already holds every chunk (views of it, as ``read`` returns),
+    and where each lies in it; ``(None, [])`` if none does."""
+    for scratch in lent:
+        base = scratch.array.__array_interface__["data"][0]
+        placed = []
+        for chunk in chunks:
+            offset = chunk.__array_interface__["data"][0] - base if chunk.flags.c_contiguous else -1
+            if offset < 0 or offset + chunk.nbytes > scratch.size:
+                break
+            placed.append((offset, chunk.nbytes))
+        else:
+            return scratch, placed
+    return None, []

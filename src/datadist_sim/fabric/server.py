@@ -48,6 +48,7 @@ class FabricServer:
         self.raw = RawRouter(
             self.silent_mid_transfer, address.option_float("memory_timeout", MEMORY_TIMEOUT_S)
         )
+        self.raw.direct = address.option_float("direct_memory", 1.0) != 0  # 0: always scratch files
         reclaim_stale()
         self.space = SharedAddressSpace(self.raw, backed=world.memory.backed)
         world.memory = self.space
@@ -322,6 +323,7 @@ class FabricServer:
                 "objects": sum(session.object_count for session in list(self.sessions)),
                 "shared_segments": self.space.segment_count,
                 "scratch_files_made": self.space.scratch_files_made,
+                "direct_copies": self.raw.direct_copies,
                 "backed_bytes": self.space.backed_bytes,
             }
         raise ValueError(f"unknown fabric function {name!r}")

@@ -48,7 +48,11 @@ class RawMemory(Protocol):
 
     def check_writable(self, ranges: Sequence[Range]) -> None: ...
 
-    def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take) -> None: ...
+    def write(
+        self, chunks: Sequence[Tuple[int, Bytes]], take: Take, lent: Sequence[Scratch] = ()
+    ) -> None: ...
+
+    def copy_direct(self, copies: Sequence[Tuple[int, int, int]]) -> bool: ...
 
 
 def shm_directory() -> str:
@@ -164,6 +168,8 @@ class SharedAddressSpace(AddressSpace):
         remote_dst = [(d, n) for d, _, n in todo if not is_simulated(d)]
         if remote_dst:
             self._raw.check_writable(remote_dst)
+        if not any(is_simulated(d) or is_simulated(s) for d, s, _ in todo) and self._raw.copy_direct(todo):
+            return
         taken: List[Scratch] = []
 
         def take(nbytes: int) -> Scratch:
@@ -180,7 +186,7 @@ class SharedAddressSpace(AddressSpace):
                 else:
                     writes.append((dst, data))
             if writes:
-                self._raw.write(writes, take)
+                self._raw.write(writes, take, taken)
         finally:
             for scratch in taken:
                 self._scratch.give(scratch)

@@ -56,6 +56,7 @@ if side == "decode":
         cm.pull_cache(CacheKeyByIdAndIndex(PROMPT_ID, prompt_shared, 0), registered)
         say("shared_to_raw", all(np.array_equal(a, s) for a, s in zip(raw, sent_shared)))
     say("scratch_files_made", datadist_sim.fabric.status()["scratch_files_made"])
+    say("direct_copies", datadist_sim.fabric.status()["direct_copies"])
     say("pulled")
 wait_for_go()
 dd.unlink(comm_id)

@@ -1,0 +1,107 @@
+"""Reading another process's memory directly (``fabric/xmem.py``), and the scratch file a read through
+an owner leaves for the write that follows (``fabric/raw.py``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Iterator, Tuple
+
+import numpy as np
+import pytest
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.errors import SimError
+from datadist_sim.fabric import xmem
+from datadist_sim.fabric.raw import _holding
+from datadist_sim.fabric.shm import ScratchPool, shm_directory
+
+pytestmark = pytest.mark.skipif(xmem._READV is None, reason="needs Linux process_vm_readv")
+
+_CHILD = """
+import sys
+import numpy as np
+from datadist_sim.fabric import xmem
+data = (np.arange(1 << 16) % 251).astype(np.uint8)
+where, mark = xmem.identity()
+print(data.ctypes.data, where, mark.hex(), flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.fixture
+def child() -> Iterator[Tuple[int, int, Tuple[int, bytes]]]:
+    """A process holding 64 KiB of known bytes: ``(pid, their address, its mark)``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        address, where, mark = proc.stdout.readline().split()
+        yield proc.pid, int(address), (int(where), bytes.fromhex(mark))
+    finally:
+        proc.communicate("\n", timeout=30)  # lets it exit, and closes both pipes
+
+
+def _own(address: int, nbytes: int, *, writable: bool) -> None:
+    """The client's check of its own memory, as ``fabric/client._own``: here everything is ours."""
+
+
+def test_a_child_process_memory_is_read_in_one_step(child: Tuple[int, int, Tuple[int, bytes]]) -> None:
+    pid, address, mark = child
+    if not xmem.readable(pid, mark, [(address, 1 << 16)]):
+        pytest.skip("the kernel does not let this process read its child's memory")
+    out = np.zeros(4096, dtype=np.uint8)
+    assert xmem.serve_pull((pid, mark, [(out.ctypes.data, address + 1000, 4096)]), _own)
+    assert out.tolist() == (np.arange(1000, 5096) % 251).tolist()
+
+
+def test_a_process_whose_mark_differs_is_not_read(child: Tuple[int, int, Tuple[int, bytes]]) -> None:
+    pid, address, (where, mark) = child
+    out = np.zeros(64, dtype=np.uint8)
+    wrong = (where, bytes(len(mark)))  # another process behind the same pid would not hold the mark
+    assert not xmem.serve_pull((pid, wrong, [(out.ctypes.data, address, 64)]), _own)
+    assert not out.any()
+
+
+def test_this_process_is_never_read_as_a_peer() -> None:
+    assert not xmem.readable(os.getpid(), xmem.identity(), [])
+
+
+def test_memory_the_peer_does_not_have_is_refused_before_anything_moves(
+    child: Tuple[int, int, Tuple[int, bytes]],
+) -> None:
+    pid, _, mark = child
+    out = np.zeros(64, dtype=np.uint8)
+    assert not xmem.serve_pull((pid, mark, [(out.ctypes.data, 0x10, 64)]), _own)
+    assert not out.any()
+
+
+def test_a_read_of_memory_the_peer_lacks_is_param_invalid(
+    child: Tuple[int, int, Tuple[int, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid, _, mark = child
+    out = np.zeros(64, dtype=np.uint8)
+    with pytest.raises(xmem.PeerMemoryError):
+        xmem.read_from(pid, [(out.ctypes.data, 0x10, 64)])  # memory the peer does not have
+    # memory the peer vouched for and unmapped before the read: the refusal a read through it gives
+    monkeypatch.setattr(xmem, "readable", lambda *_: True)
+    with pytest.raises(SimError) as caught:
+        xmem.serve_pull((pid, mark, [(out.ctypes.data, 0x10, 64)]), _own)
+    assert caught.value.code is LLMStatusCode.LLM_PARAM_INVALID
+
+
+def test_bytes_read_into_a_scratch_file_are_written_from_it() -> None:
+    pool = ScratchPool(os.path.join(shm_directory(), f"datadist-sim-{os.getpid()}-test"))
+    scratch = pool.take(1 << 20)
+    try:
+        first, second = scratch.split([4096, 8192])
+        found, placed = _holding([scratch], [first, second])
+        assert found is scratch
+        assert placed == [(0, 4096), (4096, 8192)]
+        elsewhere = np.zeros(16, dtype=np.uint8)
+        assert _holding([scratch], [first, elsewhere]) == (None, [])
+    finally:
+        pool.give(scratch)
+        pool.release_all()
