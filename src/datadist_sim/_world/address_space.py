@@ -24,7 +24,8 @@ with what is allocated, not with the declared pool size. Addresses, and every ch
 the same addresses. The reservation's tail past the request (its padding) gets bytes only when something
 touches it: a buffer of its own, made on first touch; a copy across the boundary moves piece by piece;
 a *view* across it joins both into one buffer of the whole reservation, after which views taken before
-no longer alias the allocation (only a view reaching past the bytes asked for can cause that). With
+no longer alias the allocation (only a view reaching past the bytes asked for can cause that; the world
+remakes the views its pull fast path keeps, ``on_join``). With
 ``backed=False`` (metadata-only mode) no bytes exist: transfers validate simulated ranges and poison,
 then move nothing, and ``view`` raises ``SimError(LLM_FEATURE_NOT_ENABLED)``.
 """
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -79,6 +80,9 @@ class AddressSpace:
         self._sizes: dict[int, int] = {}
         self._buffers: dict[int, Bytes] = {}  # the bytes asked for, from each allocation's start
         self._pads: dict[int, Bytes] = {}  # the rest of a reservation, once something touched it
+        self.on_join: Optional[Callable[[int], None]] = None
+        """Told the start of an allocation whose bytes a view across its padding's edge joined into a
+        new buffer (so whoever keeps views of the old one can make them again)."""
         self._poison: list[tuple[int, int]] = []  # (start, end), sorted; replaced, never mutated
         self._poison_span = 0  # the longest poisoned range: bounds how far back an overlap can start
 
@@ -218,6 +222,16 @@ class AddressSpace:
 
     def _past_request(self, start: int, offset: int, nbytes: int, join: bool) -> Union[Bytes, List[Bytes]]:
         """A range of the allocation at ``start`` that reaches into its padding (see the module's doc)."""
+        found = self._reach_padding(start, offset, nbytes, join)
+        if isinstance(found, tuple):  # joined: the old buffer no longer holds the allocation's bytes
+            if self.on_join is not None:
+                self.on_join(start)
+            return found[0]
+        return found
+
+    def _reach_padding(
+        self, start: int, offset: int, nbytes: int, join: bool
+    ) -> Union[Bytes, List[Bytes], Tuple[Bytes]]:
         with self._lock:
             buffer, size = self._buffers.get(start), self._sizes.get(start, 0)
             if buffer is None:
@@ -240,7 +254,7 @@ class AddressSpace:
                 joined[used:] = pad
             self._buffers[start] = joined
             self._pads.pop(start, None)
-            return joined[offset:end]
+            return (joined[offset:end],)
 
     def backing(self, address: int, nbytes: int) -> Optional[Bytes]:
         """The whole buffer backing the live simulated allocation that starts at ``address``, if it holds

@@ -61,6 +61,7 @@ class SimWorld:
         self._paused: Dict[int, threading.Event] = {}
         self.comms = CommRegistry(self)
         self.memory = AddressSpace(backed=not self.config.metadata_only)
+        self.memory.on_join = self._forget_views
         self.caches: Dict[int, NodeCaches] = {}
         self.killed: Set[int] = set()
         """Clusters a fault rule killed (until one with the same id is initialised again)."""
@@ -296,6 +297,15 @@ class SimWorld:
             self.clock.advance_to(when)
         else:
             wait(when, wake)
+
+    def _forget_views(self, address: int) -> None:
+        """The allocation at ``address`` has new bytes (``AddressSpace.on_join``): views of its old
+        ones that caches hold for the pull fast path (``CacheEntry.views``) are made again."""
+        with self.lock:
+            for store in list(self.caches.values()):
+                for entry in list(store.caches.values()):
+                    if address in entry.addrs:
+                        entry.views = None
 
     def space_copy(self, ranges: List[Tuple[int, int, int]]) -> None:
         """Copy ``(dst, src, nbytes)`` ranges through the world's address space, all or nothing."""

@@ -1,0 +1,41 @@
+"""Caches are backed by the bytes they asked for, not by whole pages (issue 15), through the API."""
+
+from __future__ import annotations
+
+import numpy as np
+from tests.data.conftest import P_ID, pair
+
+from datadist_sim._world.world import SimWorld
+from datadist_sim.llm_datadist import CacheDesc, CacheKeyByIdAndIndex, DataType
+
+SMALL = CacheDesc(1, [1, 256], DataType.DT_FLOAT16)  # 512 B, in a pool of 64 KiB pages
+
+
+def _bytes(world: SimWorld, address: int, nbytes: int = 512) -> np.ndarray:
+    return world.memory.view(address, nbytes).copy()
+
+
+def test_a_512_byte_cache_holds_512_bytes_and_pulls_fill_them_exactly(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(SMALL)
+    dst = d.cache_manager.allocate_cache(SMALL)
+    assert world.memory.backed_bytes == 2 * 512
+    (address,) = src.tensor_addrs
+    world.memory.view(address, 512)[:] = np.arange(512) % 253 + 1
+    d.cache_manager.pull_cache(CacheKeyByIdAndIndex(P_ID, src.cache_id, 0), dst, 0)
+    assert _bytes(world, dst.tensor_addrs[0]).tolist() == (np.arange(512) % 253 + 1).tolist()
+    assert world.memory.backed_bytes == 2 * 512  # nothing past the caches' bytes was touched
+
+
+def test_a_view_past_a_cache_s_bytes_leaves_later_pulls_landing_where_it_is_read(world: SimWorld) -> None:
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(SMALL)
+    dst = d.cache_manager.allocate_cache(SMALL)
+    key = CacheKeyByIdAndIndex(P_ID, src.cache_id, 0)
+    (s_addr,), (d_addr,) = src.tensor_addrs, dst.tensor_addrs
+    world.memory.view(s_addr, 512)[:] = 1
+    d.cache_manager.pull_cache(key, dst, 0)  # the fast path keeps views of both caches' bytes
+    assert world.memory.view(d_addr, 1024)[:512].tolist() == [1] * 512  # joins cache and padding
+    world.memory.view(s_addr, 512)[:] = 2
+    d.cache_manager.pull_cache(key, dst, 0)
+    assert _bytes(world, d_addr).tolist() == [2] * 512
