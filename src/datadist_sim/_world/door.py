@@ -7,6 +7,10 @@ door on, the world decides and acts: the same request from either face takes the
 share everything after their own checks. The names a face needs to hold world objects (``SimWorld``,
 ``ClusterNode``, ``SimError`` ...) are re-exported here, so a face imports this module and no other of
 the world.
+
+The fabric (cross-process mode) comes through the same door: it builds and serves a ``SimWorld`` (its
+``SimConfig``, a ``RealClock``, the trace it observes and streams), and its shared memory is an
+``AddressSpace`` that also reaches raw pointers of client processes (``PROCESS_MEMORY``, ``raw_view``).
 """
 
 from __future__ import annotations
@@ -17,13 +21,18 @@ import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import pulls, transfer
+from datadist_sim._world.address_space import AddressSpace as AddressSpace
+from datadist_sim._world.address_space import is_simulated as is_simulated
 from datadist_sim._world.call_faults import meet_door_faults as meet_door_faults
+from datadist_sim._world.clock import RealClock as RealClock
 from datadist_sim._world.cluster import ClusterNode as ClusterNode
 from datadist_sim._world.cluster import Endpoint as Endpoint
 from datadist_sim._world.cluster import Mode as Mode
 from datadist_sim._world.cluster import NodeSettings as NodeSettings
 from datadist_sim._world.cluster import Role as Role
+from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.current import current_world as current_world
+from datadist_sim._world.current import reset_default_world as reset_default_world
 from datadist_sim._world.errors import SimError as SimError
 from datadist_sim._world.keys import INVALID_ID as INVALID_ID
 from datadist_sim._world.keys import Key as Key
@@ -32,7 +41,12 @@ from datadist_sim._world.links import check_link_status as check_link_status
 from datadist_sim._world.links import link_clusters as link_clusters
 from datadist_sim._world.links import unlink_clusters as unlink_clusters
 from datadist_sim._world.ownership import check_register
+from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
+from datadist_sim._world.process_memory import raw_view as raw_view
 from datadist_sim._world.ranges import PullParams as PullParams
+from datadist_sim._world.trace import TraceEvent as TraceEvent
+from datadist_sim._world.trace import observe as observe
+from datadist_sim._world.trace import open_trace_sink as open_trace_sink
 from datadist_sim._world.world import SimWorld as SimWorld
 from datadist_sim._world.world import store_of
 from datadist_sim.faults.rules import enter_op as enter_op

@@ -16,8 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.cluster import Mode
-from datadist_sim._world.errors import SimError
+from datadist_sim._world.door import Mode, SimError
 from datadist_sim.fabric.channel import ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.session import Session, calling_session
 from datadist_sim.fabric.shm import Bytes, Range, Scratch, Take

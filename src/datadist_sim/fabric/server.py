@@ -23,10 +23,7 @@ import threading
 from typing import Any, Dict, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import trace
-from datadist_sim._world.address_space import is_simulated
-from datadist_sim._world.trace import TraceEvent
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.door import SimWorld, TraceEvent, is_simulated, observe, reset_default_world
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
 from datadist_sim.fabric.loop import Connection, SelectorLoop, WorkerPool
@@ -59,7 +56,7 @@ class FabricServer:
         self._count = 0
         self._stop = threading.Event()
         self._sock: Optional[socket.socket] = None
-        self._stop_counting = trace.observe(self._count_call)
+        self._stop_counting = observe(self._count_call)  # every traced call, of any world
         self._inode = 0
         self._loop: Optional[SelectorLoop] = None
 
@@ -98,8 +95,6 @@ class FabricServer:
 
     def serve(self, *, idle_exit_s: Optional[float] = None) -> None:
         """Accept until ``stop()``, or until no process has been connected for ``idle_exit_s``."""
-        from datadist_sim._world.current import reset_default_world
-
         reset_default_world(self.world)
         if self._sock is None:
             self.bind()

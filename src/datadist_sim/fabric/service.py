@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Optional, Sequence
 from datadist_sim.fabric.address import ENV_VAR, FabricAddress, default_address, from_env, new_address, parse
 
 if TYPE_CHECKING:
-    from datadist_sim._world.world import SimConfig
+    from datadist_sim._world.door import SimConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,9 +54,7 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
     """Serve one world until interrupted (or idle); prints ``DATADIST_SIM_FABRIC=...`` first (to
     ``out``, else the ``sys.stdout`` of the moment)."""
     out = sys.stdout if out is None else out
-    from datadist_sim._world.clock import RealClock
-    from datadist_sim._world.trace import open_trace_sink
-    from datadist_sim._world.world import SimWorld
+    from datadist_sim._world.door import RealClock, SimWorld, open_trace_sink
     from datadist_sim.fabric.server import FabricServer
 
     if args.clean:
@@ -106,7 +104,7 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
 
 def sim_config(settings: Sequence[str]) -> SimConfig:
     """A ``SimConfig`` with ``NAME=VALUE`` settings applied (scalar fields, converted to their type)."""
-    from datadist_sim._world.world import SimConfig
+    from datadist_sim._world.door import SimConfig
 
     config = SimConfig()
     kinds = {field.name: field.type for field in dataclasses.fields(SimConfig)}

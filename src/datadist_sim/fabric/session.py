@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tupl
 import numpy as np
 
 from datadist_sim._coverage import CodeCoverage
-from datadist_sim._world.cluster import Mode
+from datadist_sim._world.door import Mode
 from datadist_sim.fabric.loop import Connection
 from datadist_sim.fabric.shm import SharedAddressSpace
 from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout, dump_message, make_loads

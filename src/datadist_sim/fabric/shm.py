@@ -28,8 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.address_space import AddressSpace, is_simulated
-from datadist_sim._world.errors import SimError
+from datadist_sim._world.door import AddressSpace, SimError, is_simulated
 
 Bytes = npt.NDArray[np.uint8]
 Range = Tuple[int, int]
