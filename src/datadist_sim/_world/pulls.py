@@ -202,24 +202,18 @@ def _copy_blocks_at_once(world: SimWorld, plan: BlockRanges) -> bool:
     src, dst, dst_blocks = plan.src, plan.dst, plan.dst_blocks
     if not src.is_blocks or len(set(dst_blocks)) != len(dst_blocks):
         return False
-    space = world.memory
-    pairs = []
-    for s, d in plan.pairs:
-        source = space.backing(src.addrs[s], src.tensor_size)
-        target = space.backing(dst.addrs[d], dst.tensor_size)
-        if source is None or target is None:
-            return False
-        pairs.append((source, target))
+    sources, targets = tensor_views(world, src), tensor_views(world, dst)
+    if not (sources and targets):
+        return False
     block = dst.batch_bytes
     if block == 0:
         return True  # zero-byte blocks: nothing moves
     row = _row_type(block)  # a block is one element: one memcpy each, not one per byte
     s_rows = np.asarray(plan.src_blocks, dtype=np.intp)
     d_rows = np.asarray(dst_blocks, dtype=np.intp)
-    for source, target in pairs:
-        target[: dst.batch_size * block].view(row)[d_rows] = source[: src.batch_size * block].view(row)[
-            s_rows
-        ]
+    for s, d in plan.pairs:
+        rows_out = np.frombuffer(targets[d], dtype=row, count=dst.batch_size)
+        rows_out[d_rows] = np.frombuffer(sources[s], dtype=row, count=src.batch_size)[s_rows]
     return True
 
 
