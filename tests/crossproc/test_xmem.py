@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Iterator, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import numpy as np
 import pytest
@@ -105,3 +105,56 @@ def test_bytes_read_into_a_scratch_file_are_written_from_it() -> None:
     finally:
         pool.give(scratch)
         pool.release_all()
+
+
+class _Channel:
+    """A client's side as the router sees it: answers ``mem_check_read`` and ``mem_pull``."""
+
+    def __init__(self, pull_answer: bool, log: List[str]) -> None:
+        self.pull_answer = pull_answer
+        self.log = log
+
+    def request(self, kind: str, *payload: Any, timeout: float) -> Any:
+        self.log.append(kind)
+        if kind == "mem_check_read":
+            return (0, b"mark")
+        if kind == "mem_pull":
+            return self.pull_answer
+        raise AssertionError(kind)
+
+
+class _Session:
+    def __init__(self, pid: int, channel: _Channel) -> None:
+        self.pid = pid
+        self.channel = channel
+
+
+@pytest.mark.parametrize("kernel_allows", [True, False])
+def test_a_refused_direct_read_is_asked_once_per_pair_of_processes(kernel_allows: bool) -> None:
+    from datadist_sim.fabric.raw import RawRouter
+
+    log: List[str] = []
+    router = RawRouter(lambda *_: None, timeout_s=1.0)
+    owner, reader = _Session(101, _Channel(True, log)), _Session(102, _Channel(kernel_allows, log))
+    router.add(owner, 0x1000, 4096)  # type: ignore[arg-type]
+    router.add(reader, 0x9000, 4096)  # type: ignore[arg-type]
+    copies = [(0x9000, 0x1000, 4096)]
+    assert router.copy_direct(copies) is kernel_allows
+    assert router.copy_direct(copies) is kernel_allows
+    if kernel_allows:
+        assert log == ["mem_check_read", "mem_pull"] * 2
+        assert router.direct_copies == 2
+    else:  # remembered: the second transfer goes through scratch files without asking again
+        assert log == ["mem_check_read", "mem_pull"]
+        assert router.direct_copies == 0
+
+
+def test_one_process_on_both_sides_is_not_read_directly() -> None:
+    from datadist_sim.fabric.raw import RawRouter
+
+    log: List[str] = []
+    router = RawRouter(lambda *_: None, timeout_s=1.0)
+    both = _Session(101, _Channel(True, log))
+    router.add(both, 0x1000, 1 << 16)  # type: ignore[arg-type]
+    assert not router.copy_direct([(0x8000, 0x1000, 4096)])
+    assert log == []
