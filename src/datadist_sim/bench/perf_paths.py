@@ -73,8 +73,10 @@ def pull_blocks_vs_numpy(blocks: int, repeat: int, inner: int) -> List[Figure]:
             for s, d in zip(src_views, dst_views):
                 d[d_idx] = s[s_idx]
 
+        manager = pair.decode_cm  # held, as a client holds it: the timing is pull_blocks alone
+
         def pull() -> None:
-            pair.decode_cm.pull_blocks(key, dst, src_blocks, dst_blocks)
+            manager.pull_blocks(key, dst, src_blocks, dst_blocks)
 
         plain = ours = float("inf")
         for _ in range(repeat):  # interleaved rounds, so the load of the moment hits both alike
