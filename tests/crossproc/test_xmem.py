@@ -65,6 +65,15 @@ def test_a_process_whose_mark_differs_is_not_read(child: Tuple[int, int, Tuple[i
     assert not out.any()
 
 
+def test_an_empty_range_is_read_without_probing_its_address(
+    child: Tuple[int, int, Tuple[int, bytes]],
+) -> None:
+    pid, _, mark = child
+    out = np.zeros(8, dtype=np.uint8)
+    assert xmem.serve_pull((pid, mark, [(out.ctypes.data, 0x10, 0)]), _own)  # as a 0-byte read through it
+    assert not out.any()
+
+
 def test_this_process_is_never_read_as_a_peer() -> None:
     assert not xmem.readable(os.getpid(), xmem.identity(), [])
 

@@ -85,7 +85,9 @@ def readable(pid: int, mark: Tuple[int, bytes], ranges: Sequence[Tuple[int, int]
     probe = ctypes.create_string_buffer(1)
     where = ctypes.addressof(probe)
     for address, nbytes in ranges:
-        for byte in {address, address + max(nbytes, 1) - 1}:
+        if nbytes <= 0:  # nothing to read (its owner does not check an empty range either)
+            continue
+        for byte in {address, address + nbytes - 1}:
             if _read(pid, where, byte, 1) != 1:
                 return False
     return True
