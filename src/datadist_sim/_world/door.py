@@ -49,8 +49,7 @@ from datadist_sim._world.trace import observe as observe
 from datadist_sim._world.trace import open_trace_sink as open_trace_sink
 from datadist_sim._world.world import SimWorld as SimWorld
 from datadist_sim._world.world import store_of
-from datadist_sim.faults.rules import enter_op as enter_op
-from datadist_sim.faults.rules import leave_op as leave_op
+from datadist_sim.faults.rules import SERVING as SERVING
 
 
 class CacheSpec(NamedTuple):

@@ -136,7 +136,7 @@ def _fast_pull(
         return False
     start = world.now()
     world.elapse(start + seconds - world.now())  # as ``_pass_time`` with nothing due
-    with world.lock:
+    with world.lock:  # the lock is let go while time passes: whatever runs meanwhile is seen here
         lost = _peer_gone(world, node, remote_id, remote)
         if not lost:
             try:

@@ -210,7 +210,10 @@ class SimWorld:
 
     def bandwidth(self, a: int, b: int) -> float:
         """The bandwidth a transfer between ``a`` and ``b`` runs at."""
-        return self.config.link_bandwidth.get((min(a, b), max(a, b)), self.config.bandwidth_bytes_per_s)
+        config = self.config
+        if not config.link_bandwidth:
+            return config.bandwidth_bytes_per_s
+        return config.link_bandwidth.get((min(a, b), max(a, b)), config.bandwidth_bytes_per_s)
 
     # -- links ----------------------------------------------------------------------------------
 

@@ -13,8 +13,7 @@ from datadist_sim.faults.plan import WorldHooks as WorldHooks
 from datadist_sim.faults.plan import never_fired as never_fired
 from datadist_sim.faults.rules import ACTIONS as ACTIONS
 from datadist_sim.faults.rules import LINK_OPS as LINK_OPS
+from datadist_sim.faults.rules import SERVING as SERVING
 from datadist_sim.faults.rules import TRANSFER_OPS as TRANSFER_OPS
 from datadist_sim.faults.rules import Fault as Fault
 from datadist_sim.faults.rules import current_op as current_op
-from datadist_sim.faults.rules import enter_op as enter_op
-from datadist_sim.faults.rules import leave_op as leave_op

@@ -11,10 +11,10 @@ A rule is only data: the plan (``plan``) decides when it fires, ``effects`` what
 
 from __future__ import annotations
 
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Protocol, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim.faults.checks import check_rule, closest
@@ -33,22 +33,22 @@ LINK_OPS = frozenset({"link_clusters", "unlink_clusters"})
 
 Ops = Union[str, Sequence[str], None]
 
-_CURRENT_OP: ContextVar[Optional[str]] = ContextVar("datadist_sim_op", default=None)
+
+class Serving(Protocol):
+    """The public call being served, as rules see it: its operation's name (``pull_cache`` ...)."""
+
+    op: str
 
 
-def enter_op(op: str) -> Token[Optional[str]]:
-    """The face says which public operation it is serving (rules match on it)."""
-    return _CURRENT_OP.set(op)
-
-
-def leave_op(token: Token[Optional[str]]) -> None:
-    _CURRENT_OP.reset(token)
+SERVING: ContextVar[Optional[Serving]] = ContextVar("datadist_sim_call", default=None)
+"""The call the face is serving in this thread or task; the face sets its own scope object here (one
+context variable per call, for the trace, the door and the rules alike)."""
 
 
 def current_op(default: str) -> str:
-    """The public operation being served (``pull_cache`` ...), or ``default`` outside one."""
-    op = _CURRENT_OP.get()
-    return default if op is None else op
+    """The public operation being served, or ``default`` outside one."""
+    serving = SERVING.get()
+    return default if serving is None else serving.op
 
 
 @dataclass(eq=False)

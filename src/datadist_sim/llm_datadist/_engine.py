@@ -9,18 +9,16 @@ validation: fault rules of the plain calls act there, and a ``SimError`` leaves 
 from __future__ import annotations
 
 import functools
-from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Type, TypeVar
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS
+from datadist_sim._world.door import SERVING as _SCOPE
 from datadist_sim._world.door import (
     ClusterNode,
     SimError,
     SimWorld,
-    enter_op,
-    leave_op,
     meet_door_faults,
 )
 from datadist_sim.llm_datadist.status import handle_llm_status
@@ -41,9 +39,6 @@ class CallScope:
         self.door_checked = False
 
 
-_SCOPE: ContextVar[Optional[CallScope]] = ContextVar("datadist_sim_call", default=None)
-
-
 def api_call(method: F) -> F:
     """Trace one public method of a face object that holds ``_world`` and ``_node``; the outermost
     call only, so a method built on another is one call in the trace."""
@@ -57,7 +52,6 @@ def api_call(method: F) -> F:
         world.touch()
         node = getattr(self, "_node", None)
         token = _SCOPE.set(CallScope(world, node, op))
-        op_token = enter_op(op)
         outcome, detail = "LLM_SUCCESS", ""
         try:
             result = method(self, *args, **kwargs)
@@ -70,7 +64,6 @@ def api_call(method: F) -> F:
             outcome = type(exc).__name__
             raise
         finally:
-            leave_op(op_token)
             _SCOPE.reset(token)
             node = getattr(self, "_node", node)  # init/finalize may have replaced it
             cluster = None if node is None else node.cluster_id
@@ -241,7 +234,7 @@ class _EngineCall:
 
     def __enter__(self) -> None:
         scope = _SCOPE.get()
-        if scope is not None:
+        if type(scope) is CallScope:
             try:
                 _door_faults(scope)
             except SimError as exc:
