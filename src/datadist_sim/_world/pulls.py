@@ -140,7 +140,7 @@ def _fast_pull(
         lost = _peer_gone(world, node, remote_id, remote)
         if not lost:
             try:
-                _copy(world, src, dst, plan, params, blocks)
+                _copy(world, src, dst, plan)
             except SimError as exc:  # as in ``_run``: raw memory whose serving process went silent
                 if exc.code not in _TIMEOUTS:
                     raise
@@ -156,14 +156,7 @@ def _fast_pull(
     return True
 
 
-def _copy(
-    world: SimWorld,
-    src: CacheEntry,
-    dst: CacheEntry,
-    plan: Plan,
-    params: PullParams,
-    blocks: bool,
-) -> None:
+def _copy(world: SimWorld, src: CacheEntry, dst: CacheEntry, plan: Plan) -> None:
     """The fast path's copy: by each tensor's resolved bytes where the layout allows, else range by range
     through the address space; the same bytes either way."""
     if isinstance(plan, Contiguous):
