@@ -1,10 +1,10 @@
-"""The pull engine: a Decode-side pull of a Prompt cache, in bytes and in simulated time (reference §7).
+"""The transfer engine: how any transfer runs in bytes and simulated time (``_run``: the fault effects,
+the timeout, all or nothing; ``_activity``: the link's busy rules), the push-direction transfers built on
+it (``push``, ``push_to_addrs``), and the local copies (``copy_cache``, ``copy_blocks``).
 
-Which ranges a transfer moves is planned in ``ranges`` (``PullParams`` is defined there); ``pulls`` holds
-the pull itself, on this module's general path or its own fast path.
-
-The whole pull runs under the world lock, so pulls are serialised (the engine serialises pulls per link;
-a global order is a stricter, simpler model) and a pull never sees a half-freed cache.
+Which ranges a transfer moves is planned in ``ranges``; ``pulls`` holds the pull, on this module's
+general path or its own fast path. Time passes outside the world lock; what a transfer relied on is
+checked again before a byte moves, so it never writes into a cache freed meanwhile.
 """
 
 from __future__ import annotations
