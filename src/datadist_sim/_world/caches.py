@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import Mode, NodeSettings
@@ -77,6 +77,11 @@ class CacheEntry:
     views: Optional[Tuple[memoryview, ...]] = field(default=None, init=False, repr=False)
     """Each tensor's bytes, resolved once by the pull fast path (``pulls.tensor_views``); dropped when
     the memory is freed."""
+    rows: Optional[Tuple[Tuple[memoryview, ...], Tuple[Any, ...]]] = field(
+        default=None, init=False, repr=False
+    )
+    """The same bytes as arrays of whole blocks (``pulls.block_rows``), with the views they were made
+    from: made again when those change."""
 
     def __post_init__(self) -> None:
         self.batch_bytes = self.tensor_size // self.batch_size if self.batch_size > 0 else 0
@@ -241,7 +246,7 @@ class NodeCaches:
             self.key_table.pop(ek, None)
         entry.keys.clear()
         entry.req_at.clear()
-        entry.views = None
+        entry.views = entry.rows = None
         self.caches.pop(entry.cache_id, None)
         if entry.registered:
             self.ledger.unregister(entry.cache_id)

@@ -49,6 +49,7 @@ from datadist_sim._world.trace import observe as observe
 from datadist_sim._world.trace import open_trace_sink as open_trace_sink
 from datadist_sim._world.world import SimWorld as SimWorld
 from datadist_sim._world.world import store_of
+from datadist_sim.faults.effects import at_door as at_door
 from datadist_sim.faults.rules import SERVING as SERVING
 
 

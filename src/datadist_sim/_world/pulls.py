@@ -195,19 +195,29 @@ def _copy_blocks_at_once(world: SimWorld, plan: BlockRanges) -> bool:
     src, dst, dst_blocks = plan.src, plan.dst, plan.dst_blocks
     if not src.is_blocks or len(set(dst_blocks)) != len(dst_blocks):
         return False
-    sources, targets = tensor_views(world, src), tensor_views(world, dst)
+    sources, targets = block_rows(world, src), block_rows(world, dst)
     if not (sources and targets):
         return False
-    block = dst.batch_bytes
-    if block == 0:
+    if dst.batch_bytes == 0:
         return True  # zero-byte blocks: nothing moves
-    row = _row_type(block)  # a block is one element: one memcpy each, not one per byte
     s_rows = np.asarray(plan.src_blocks, dtype=np.intp)
     d_rows = np.asarray(dst_blocks, dtype=np.intp)
     for s, d in plan.pairs:
-        rows_out = np.frombuffer(targets[d], dtype=row, count=dst.batch_size)
-        rows_out[d_rows] = np.frombuffer(sources[s], dtype=row, count=src.batch_size)[s_rows]
+        targets[d][d_rows] = sources[s][s_rows]
     return True
+
+
+def block_rows(world: SimWorld, entry: CacheEntry) -> Tuple[np.ndarray, ...]:
+    """Each tensor's bytes as an array of blocks, one opaque element per block (one memcpy per block, not
+    one per byte), made once from ``tensor_views`` and made again whenever those are."""
+    views = tensor_views(world, entry)
+    made = entry.rows
+    if made is None or made[0] is not views:
+        row = _row_type(entry.batch_bytes) if entry.batch_bytes else np.dtype(np.uint8)
+        count = entry.batch_size if entry.batch_bytes else 0
+        made = (views, tuple(np.frombuffer(v, dtype=row, count=count) for v in views))
+        entry.rows = made
+    return made[1]
 
 
 _ROW_TYPES: Dict[int, np.dtype[np.void]] = {}

@@ -19,6 +19,7 @@ from datadist_sim._world.door import (
     ClusterNode,
     SimError,
     SimWorld,
+    at_door,
     meet_door_faults,
 )
 from datadist_sim.llm_datadist.status import handle_llm_status
@@ -28,21 +29,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CallScope:
-    """The public call being served: its world, calling cluster and operation name."""
+    """The public call being served: its world, calling cluster and operation name, and whether it is
+    done with the faults of the engine's door (from the start for transfers and link calls, which meet
+    theirs inside the engine)."""
 
     __slots__ = ("door_checked", "node", "op", "world")
 
-    def __init__(self, world: SimWorld, node: Optional[ClusterNode], op: str) -> None:
+    def __init__(self, world: SimWorld, node: Optional[ClusterNode], op: str, door_checked: bool) -> None:
         self.world = world
         self.node = node
         self.op = op
-        self.door_checked = False
+        self.door_checked = door_checked
 
 
 def api_call(method: F) -> F:
     """Trace one public method of a face object that holds ``_world`` and ``_node``; the outermost
     call only, so a method built on another is one call in the trace."""
     op = method.__name__
+    inside_engine = not at_door(op)
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -51,7 +55,7 @@ def api_call(method: F) -> F:
             return method(self, *args, **kwargs)
         world.touch()
         node = getattr(self, "_node", None)
-        token = _SCOPE.set(CallScope(world, node, op))
+        token = _SCOPE.set(CallScope(world, node, op, inside_engine))
         outcome, detail = "LLM_SUCCESS", ""
         try:
             result = method(self, *args, **kwargs)

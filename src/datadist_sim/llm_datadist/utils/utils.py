@@ -34,10 +34,10 @@ def _as_list(classes: _ClassSpec) -> list[type]:
 
 def check_inner(arg_name: str, arg_value: Any, inner_class: _ClassSpec) -> None:
     """Every element of a container must be of ``inner_class``."""
-    inner = _as_list(inner_class)
-    allowed = tuple(inner)
+    allowed: Any = tuple(inner_class) if isinstance(inner_class, (list, tuple)) else inner_class
     if type(arg_value) in (list, tuple) and all(map(isinstance, arg_value, repeat(allowed))):
         return  # the common case in one pass without a Python-level loop (a 64-block list: ~2x faster)
+    inner = _as_list(inner_class)
     for val in arg_value:
         if not isinstance(val, allowed):
             shown = inner[0] if len(inner) == 1 else inner
@@ -74,15 +74,12 @@ def check_isinstance(
     if allow_none and arg_value is None:
         return arg_value
     spec: Any = tuple(classes) if type(classes) is list else classes
-    if inner_class is None and isinstance(arg_value, spec):
-        return arg_value  # the common case, without building the message's list
-    allowed = _as_list(classes)
-    if not isinstance(arg_value, tuple(allowed)):
-        names = [clazz.__name__ for clazz in allowed]
-        raise TypeError(f"{extra_fmt}{arg_name} only support {names}, but got {type(arg_value)}.")
-    if inner_class is not None:
-        check_inner(arg_name, arg_value, inner_class)
-    return arg_value
+    if isinstance(arg_value, spec):  # the common case, without building the message's list
+        if inner_class is not None:
+            check_inner(arg_name, arg_value, inner_class)
+        return arg_value
+    names = [clazz.__name__ for clazz in _as_list(classes)]
+    raise TypeError(f"{extra_fmt}{arg_name} only support {names}, but got {type(arg_value)}.")
 
 
 def check_int_range(kind: str, arg_name: str, arg_value: Any) -> None:
