@@ -357,6 +357,16 @@ class NodeCaches:
             raise SimError(_NOT_EXIST, f"remote cache {cache_id} does not exist")
         return entry, batch_index
 
+    def consume(self, entry: CacheEntry, ek: EngineKey) -> None:
+        """A pull delivered what request key ``ek`` names: the key goes (and with it the cache, if it was
+        its last reference), unless the cache is registered memory, whose keys a pull leaves alone."""
+        if entry.registered:
+            return
+        with self.lock:
+            self._drop_key(entry, ek)
+            if self.legacy_codes:
+                self.note_completed(ek)
+
     def note_completed(self, ek: EngineKey) -> None:
         """A pull consumed request key ``ek``; the last ``COMPLETED_KEPT`` such keys are remembered."""
         self.completed[ek] = None

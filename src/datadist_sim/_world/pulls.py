@@ -92,11 +92,8 @@ def pull(
     def commit(ranges: List[Range]) -> None:
         world.space_copy(ranges)
         store, src, consume = planned[0]
-        if consume is not None and not src.registered:
-            with store.lock:
-                store._drop_key(src, consume)
-                if store.legacy_codes:
-                    store.note_completed(consume)
+        if consume is not None:
+            store.consume(src, consume)
 
     try:
         with _activity(world, node, key.cluster_id, "pull") as link_lock, link_lock:
@@ -146,11 +143,8 @@ def _fast_pull(
                     raise
                 lost = True
             else:
-                if consume is not None and not src.registered:
-                    with store.lock:
-                        store._drop_key(src, consume)
-                        if store.legacy_codes:
-                            store.note_completed(consume)
+                if consume is not None:
+                    store.consume(src, consume)
     if lost:
         _time_out(world, node, remote_id, nbytes, waited_s=seconds)
     return True
