@@ -36,13 +36,13 @@ from datadist_sim._world.transfer import (
 from datadist_sim._world.world import SimWorld, store_of
 
 Plan = Union[BlockRanges, Contiguous]
-"""A blocks pull's ranges or a contiguous pull's plan (either made into a list of ranges only where a copy
-goes range by range)."""
+"""What a pull moves (``nbytes`` in all), made into a list of ranges (``build``) only where a copy goes
+range by range."""
 
 
 def _plan_pull(
     world: SimWorld, node: ClusterNode, dst_cache_id: int, key: Key, params: PullParams, blocks: bool
-) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], CacheEntry, Plan]:
+) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], Plan]:
     dst = store_of(world, node).live(dst_cache_id)
     if (params.src_tensors or params.dst_tensors) and node.mode is Mode.CACHE_MANAGER:
         # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
@@ -52,14 +52,10 @@ def _plan_pull(
     with store.lock:
         src, src_batch, consume = store.lookup(key)
         if blocks:
-            return store, src, consume, dst, blocks_ranges(src, src_batch, dst, params)
+            return store, src, consume, blocks_ranges(src, src_batch, dst, params)
         if store.legacy_codes:
             legacy_seq_len_check(src, dst, params.size, params.src_offset, params.dst_offset)
-        return store, src, consume, dst, contiguous_plan(src, src_batch, dst, params)
-
-
-def _ranges(plan: Plan, src: CacheEntry, dst: CacheEntry) -> List[Range]:
-    return plan.ranges(src, dst) if isinstance(plan, Contiguous) else plan.build()
+        return store, src, consume, contiguous_plan(src, src_batch, dst, params)
 
 
 def pull(
@@ -85,9 +81,9 @@ def pull(
     planned: List[Tuple[NodeCaches, CacheEntry, Optional[EngineKey]]] = []
 
     def plan() -> List[Range]:
-        store, src, consume, dst, planned_copy = _plan_pull(world, node, dst_cache_id, key, params, blocks)
+        store, src, consume, moves = _plan_pull(world, node, dst_cache_id, key, params, blocks)
         planned[:] = [(store, src, consume)]
-        return _ranges(planned_copy, src, dst)
+        return moves.build()
 
     def commit(ranges: List[Range]) -> None:
         world.space_copy(ranges)
@@ -125,9 +121,9 @@ def _fast_pull(
     ):
         return False
     with world.lock:
-        store, src, consume, dst, plan = _plan_pull(world, node, dst_cache_id, key, params, blocks)
+        store, src, consume, plan = _plan_pull(world, node, dst_cache_id, key, params, blocks)
         remote = world.node(remote_id)
-    nbytes = plan.nbytes * len(plan.pairs) if isinstance(plan, Contiguous) else plan.nbytes
+    nbytes = plan.nbytes
     seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
     if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
         return False
@@ -137,7 +133,7 @@ def _fast_pull(
         lost = _peer_gone(world, node, remote_id, remote)
         if not lost:
             try:
-                _copy(world, src, dst, plan)
+                _copy(world, plan)
             except SimError as exc:  # as in ``_run``: raw memory whose serving process went silent
                 if exc.code not in _TIMEOUTS:
                     raise
@@ -150,19 +146,19 @@ def _fast_pull(
     return True
 
 
-def _copy(world: SimWorld, src: CacheEntry, dst: CacheEntry, plan: Plan) -> None:
+def _copy(world: SimWorld, plan: Plan) -> None:
     """The fast path's copy: by each tensor's resolved bytes where the layout allows, else range by range
     through the address space; the same bytes either way."""
     if isinstance(plan, Contiguous):
-        source, target = tensor_views(world, src), tensor_views(world, dst)
+        source, target = tensor_views(world, plan.src), tensor_views(world, plan.dst)
         if source and target:
-            s0, d0, n = plan.src_start, plan.dst_start, plan.nbytes
+            s0, d0, n = plan.src_start, plan.dst_start, plan.chunk
             for s, d in plan.pairs:
                 target[d][d0 : d0 + n] = source[s][s0 : s0 + n]
             return
-        world.space_copy(plan.ranges(src, dst))
-    elif not _copy_blocks_at_once(world, plan):
-        world.space_copy(plan.build())
+    elif _copy_blocks_at_once(world, plan):
+        return
+    world.space_copy(plan.build())
 
 
 def tensor_views(world: SimWorld, entry: CacheEntry) -> Tuple[memoryview, ...]:

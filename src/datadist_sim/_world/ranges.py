@@ -80,19 +80,30 @@ def tensor_pairs(
     return list(zip(s, d))
 
 
-class Contiguous(NamedTuple):
-    """What a contiguous pull moves: ``nbytes`` of each tensor pair ``(src, dst)``, from ``src_start``
-    of the source tensor to ``dst_start`` of the destination tensor."""
+class Contiguous:
+    """What a contiguous pull moves: ``chunk`` bytes of each tensor pair ``(s, d)`` of ``src`` and ``dst``,
+    from ``src_start`` of the source tensor to ``dst_start`` of the destination tensor; ``nbytes`` in
+    all. Like ``BlockRanges``, its ranges are built only where a copy goes range by range."""
 
-    pairs: List[Tuple[int, int]]
-    src_start: int
-    dst_start: int
-    nbytes: int
+    __slots__ = ("chunk", "dst", "dst_start", "nbytes", "pairs", "src", "src_start")
 
-    def ranges(self, src: CacheEntry, dst: CacheEntry) -> List[Range]:
-        return [
-            (dst.addrs[d] + self.dst_start, src.addrs[s] + self.src_start, self.nbytes) for s, d in self.pairs
-        ]
+    def __init__(
+        self,
+        src: CacheEntry,
+        dst: CacheEntry,
+        pairs: List[Tuple[int, int]],
+        src_start: int,
+        dst_start: int,
+        chunk: int,
+    ) -> None:
+        self.src, self.dst, self.pairs = src, dst, pairs
+        self.src_start, self.dst_start, self.chunk = src_start, dst_start, chunk
+        self.nbytes = chunk * len(pairs)
+
+    def build(self) -> List[Range]:
+        """The ranges, one per tensor pair, in the order they are copied."""
+        src, dst, chunk = self.src, self.dst, self.chunk
+        return [(dst.addrs[d] + self.dst_start, src.addrs[s] + self.src_start, chunk) for s, d in self.pairs]
 
 
 def contiguous_plan(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> Contiguous:
@@ -114,11 +125,13 @@ def contiguous_plan(src: CacheEntry, src_batch: int, dst: CacheEntry, params: Pu
             f"(remote {src_bytes} B, local {dst_bytes} B)",
         )
     pairs = tensor_pairs(src, dst, src_idx, dst_idx)
-    return Contiguous(pairs, src_batch * src_bytes + src_off, batch_index * dst_bytes + dst_off, nbytes)
+    return Contiguous(
+        src, dst, pairs, src_batch * src_bytes + src_off, batch_index * dst_bytes + dst_off, nbytes
+    )
 
 
 def contiguous_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> List[Range]:
-    return contiguous_plan(src, src_batch, dst, params).ranges(src, dst)
+    return contiguous_plan(src, src_batch, dst, params).build()
 
 
 def _first_outside(blocks: Sequence[int], limit: int) -> Optional[int]:
