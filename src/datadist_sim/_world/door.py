@@ -20,7 +20,7 @@ from typing import List, NamedTuple, Sequence, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import pulls, transfer
+from datadist_sim._world import transfer
 from datadist_sim._world.address_space import AddressSpace as AddressSpace
 from datadist_sim._world.address_space import is_simulated as is_simulated
 from datadist_sim._world.call_faults import meet_door_faults as meet_door_faults
@@ -43,6 +43,8 @@ from datadist_sim._world.links import unlink_clusters as unlink_clusters
 from datadist_sim._world.ownership import check_register
 from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
 from datadist_sim._world.process_memory import raw_view as raw_view
+from datadist_sim._world.pulls import PullRequest as PullRequest
+from datadist_sim._world.pulls import pull as pull
 from datadist_sim._world.ranges import PullParams as PullParams
 from datadist_sim._world.trace import TraceEvent as TraceEvent
 from datadist_sim._world.trace import observe as observe
@@ -70,15 +72,6 @@ class Allocated(NamedTuple):
 
     cache_id: int
     addrs: List[int]
-
-
-class PullRequest(NamedTuple):
-    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id`` (blocks or batches)."""
-
-    dst_cache_id: int
-    key: Key
-    params: PullParams
-    blocks: bool
 
 
 class PushRequest(NamedTuple):
@@ -181,10 +174,6 @@ def tensor_view(world: SimWorld, node: ClusterNode, cache_id: int, tensor_index:
 
 
 # -- data ---------------------------------------------------------------------------------------------
-
-
-def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
-    pulls.pull(world, node, request.dst_cache_id, request.key, request.params, blocks=request.blocks)
 
 
 def push(world: SimWorld, node: ClusterNode, request: PushRequest) -> None:

@@ -47,9 +47,9 @@ def engine_key(key: PackedKey) -> Optional[EngineKey]:
     _, _, _, req_id, prefix_id, model_id, is_blocks = key
     if is_blocks:
         return blocks_slot(model_id)
-    if valid_id(prefix_id):
+    if 0 <= prefix_id < INVALID_ID:  # ``valid_id``, written out: every pull asks
         return ("prefix", prefix_id, model_id)
-    if valid_id(req_id):
+    if 0 <= req_id < INVALID_ID:
         return ("req", req_id, model_id)
     return None
 

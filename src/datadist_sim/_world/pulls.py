@@ -6,13 +6,14 @@ the same time pass and commits the same bytes with a few lookups (issue 15).
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check
-from datadist_sim._world.cluster import ClusterNode, Mode
+from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.cluster import ClusterNode, Mode, PeerLink
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import EngineKey, Key
 from datadist_sim._world.ranges import (
@@ -23,6 +24,7 @@ from datadist_sim._world.ranges import (
     blocks_ranges,
     check_layer_split,
     contiguous_plan,
+    same_tensors,
 )
 from datadist_sim._world.transfer import (
     _TIMEOUTS,
@@ -35,14 +37,25 @@ from datadist_sim._world.transfer import (
 )
 from datadist_sim._world.world import SimWorld, store_of
 
+
+class PullRequest(NamedTuple):
+    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id`` (blocks or batches)."""
+
+    dst_cache_id: int
+    key: Key
+    params: PullParams
+    blocks: bool
+
+
 Plan = Union[BlockRanges, Contiguous]
 """What a pull moves (``nbytes`` in all), made into a list of ranges (``build``) only where a copy goes
 range by range."""
 
 
 def _plan_pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: Key, params: PullParams, blocks: bool
+    world: SimWorld, node: ClusterNode, request: PullRequest
 ) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], Plan]:
+    dst_cache_id, key, params, blocks = request
     dst = store_of(world, node).live(dst_cache_id)
     if (params.src_tensors or params.dst_tensors) and node.mode is Mode.CACHE_MANAGER:
         # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
@@ -58,9 +71,7 @@ def _plan_pull(
         return store, src, consume, contiguous_plan(src, src_batch, dst, params)
 
 
-def pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: Key, params: PullParams, *, blocks: bool
-) -> None:
+def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
     """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id``; all or nothing.
 
     Pulls on one link are serialised (the engine's per-entity mutex); the transfer time passes outside
@@ -68,20 +79,21 @@ def pull(
     removed meanwhile gives ``LLM_KV_CACHE_NOT_EXIST`` and nothing is written. The same pull (same key,
     same destination) while one is in flight gives ``LLM_REPEAT_REQUEST``.
     """
-    local = store_of(world, node)
-    if _fast_pull(world, node, dst_cache_id, key, params, blocks):
+    if _fast_pull(world, node, request):
         return
-    request = (key, dst_cache_id)
+    local = store_of(world, node)
+    dst_cache_id, key = request.dst_cache_id, request.key
+    inflight = (key, dst_cache_id)
     with local.lock:
-        if request in local.inflight:
+        if inflight in local.inflight:
             raise SimError(
                 LLMStatusCode.LLM_REPEAT_REQUEST, f"pull of {key} into {dst_cache_id} is in flight"
             )
-        local.inflight.add(request)
+        local.inflight.add(inflight)
     planned: List[Tuple[NodeCaches, CacheEntry, Optional[EngineKey]]] = []
 
     def plan() -> List[Range]:
-        store, src, consume, moves = _plan_pull(world, node, dst_cache_id, key, params, blocks)
+        store, src, consume, moves = _plan_pull(world, node, request)
         planned[:] = [(store, src, consume)]
         return moves.build()
 
@@ -96,19 +108,17 @@ def pull(
             _run(world, node, "pull_cache", key.cluster_id, _req_id(key), plan, commit, remote_is_src=True)
     finally:
         with local.lock:
-            local.inflight.discard(request)
+            local.inflight.discard(inflight)
 
 
-def _fast_pull(
-    world: SimWorld, node: ClusterNode, dst_cache_id: int, key: Key, params: PullParams, blocks: bool
-) -> bool:
+def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool:
     """The common pull in a few lookups: one thread, no fault rule loaded, no poisoned memory, a healthy
     link and a transfer shorter than the timeout. Then nothing can happen between planning and
     committing (nothing else runs, and no rule can fire), so ``pull``'s slow path would plan once,
     register and release the transfer on the link with no one to see it, let the same time pass and
     commit the same ranges; this does exactly that, minus what no one can observe. Returns False, having
     changed nothing, when the slow path must run (which then meets the same state from the start)."""
-    remote_id = key.cluster_id
+    remote_id = request.key.cluster_id
     peer = node.peers.get(remote_id)
     if (
         peer is None
@@ -121,44 +131,114 @@ def _fast_pull(
     ):
         return False
     with world.lock:
-        store, src, consume, plan = _plan_pull(world, node, dst_cache_id, key, params, blocks)
-        remote = world.node(remote_id)
-    nbytes = plan.nbytes
-    seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
-    if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
-        return False
-    start = world.now()
-    world.elapse(start + seconds - world.now())  # as ``_pass_time`` with nothing due
-    with world.lock:  # the lock is let go while time passes: whatever runs meanwhile is seen here
-        lost = _peer_gone(world, node, remote_id, remote)
-        if not lost:
-            try:
-                _copy(world, plan)
-            except SimError as exc:  # as in ``_run``: raw memory whose serving process went silent
-                if exc.code not in _TIMEOUTS:
-                    raise
-                lost = True
-            else:
-                if consume is not None:
-                    store.consume(src, consume)
+        planned = _quick_plan(world, node, request, peer)
+        store, src, consume, plan = planned if planned is not None else _plan_pull(world, node, request)
+        nbytes = plan.nbytes
+        seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
+        if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
+            return False
+        if type(world.clock) is VirtualClock:
+            # time passes as a counter moves, with no call out and no one else to run: nothing can
+            # change while it passes, so the copy follows at once, under the same lock
+            start = world.now()
+            world.clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
+            lost = _commit(world, plan, store, src, consume)
+            remote = None
+        else:
+            remote = world.node(remote_id)
+    if remote is not None:
+        start = world.now()
+        world.elapse(start + seconds - world.now())
+        with world.lock:  # the lock is let go while time passes: whatever runs meanwhile is seen here
+            lost = _peer_gone(world, node, remote_id, remote) or _commit(world, plan, store, src, consume)
     if lost:
         _time_out(world, node, remote_id, nbytes, waited_s=seconds)
     return True
 
 
-def _copy(world: SimWorld, plan: Plan) -> None:
-    """The fast path's copy: by each tensor's resolved bytes where the layout allows, else range by range
-    through the address space; the same bytes either way."""
-    if isinstance(plan, Contiguous):
-        source, target = tensor_views(world, plan.src), tensor_views(world, plan.dst)
-        if source and target:
-            s0, d0, n = plan.src_start, plan.dst_start, plan.chunk
-            for s, d in plan.pairs:
-                target[d][d0 : d0 + n] = source[s][s0 : s0 + n]
-            return
-    elif _copy_blocks_at_once(world, plan):
-        return
-    world.space_copy(plan.build())
+def _quick_plan(
+    world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink
+) -> Optional[Tuple[NodeCaches, CacheEntry, Optional[EngineKey], Contiguous]]:
+    """``_plan_pull``'s plan of the commonest pull, in a few lookups: a whole batch of every tensor,
+    between two contiguous caches, over a ready link. Each test below is one of ``_plan_pull``'s checks
+    (``store_of``, ``live``, ``_remote``, ``contiguous_plan``) written as a plain comparison that only says
+    "it passes"; when one does not, or the pull is anything else, this returns None and ``_plan_pull``
+    plans it (and names what fails) from the same state. Under the world lock."""
+    dst_cache_id, key, params, blocks = request
+    remote_id = key.cluster_id
+    local = world.caches.get(node.cluster_id)
+    store = world.caches.get(remote_id)
+    remote = world.node(remote_id)
+    if (
+        blocks
+        or params.src_tensors
+        or params.dst_tensors
+        or params.src_offset > 0
+        or params.dst_offset > 0
+        or local is None
+        or store is None
+        or remote is None
+        or not node.alive
+        or not remote.alive
+        or store.legacy_codes
+        or remote_id == node.cluster_id
+        or peer.since > world.now()
+        or (
+            (peer.instance is not None and peer.instance is not remote)
+            if node.hixl
+            else node.cluster_id not in remote.peers
+        )
+    ):
+        return None
+    dst = local.caches.get(dst_cache_id)
+    if dst is None or dst.released or dst.is_blocks:
+        return None
+    with store.lock:
+        src, src_batch, consume = store.lookup(key)  # what it raises, ``_plan_pull`` raises here too
+    size, batch_index, batch_bytes = params.size, params.batch_index, src.batch_bytes
+    nbytes = batch_bytes if size == -1 else size
+    if (
+        src.is_blocks
+        or src.num_tensors != dst.num_tensors
+        or batch_index >= dst.batch_size
+        or not 0 <= src_batch < src.batch_size
+        or not 0 <= nbytes <= batch_bytes
+        or nbytes > dst.batch_bytes
+    ):
+        return None
+    pairs = same_tensors(src.num_tensors)
+    plan = Contiguous(src, dst, pairs, src_batch * batch_bytes, batch_index * dst.batch_bytes, nbytes)
+    return store, src, consume, plan
+
+
+def _commit(
+    world: SimWorld, plan: Plan, store: NodeCaches, src: CacheEntry, consume: Optional[EngineKey]
+) -> bool:
+    """Move the bytes and consume the key; True (nothing moved) when the memory's serving process went
+    silent, as in ``_run``. The bytes go by each tensor's resolved bytes where the layout allows, else
+    range by range through the address space; the same bytes either way."""
+    try:
+        if isinstance(plan, Contiguous):
+            source, target = plan.src.views, plan.dst.views
+            if source is None:
+                source = tensor_views(world, plan.src)
+            if target is None:
+                target = tensor_views(world, plan.dst)
+            if source and target:
+                s0, d0, n = plan.src_start, plan.dst_start, plan.chunk
+                for s, d in plan.pairs:
+                    target[d][d0 : d0 + n] = source[s][s0 : s0 + n]
+            else:
+                world.space_copy(plan.build())
+        elif not _copy_blocks_at_once(world, plan):
+            world.space_copy(plan.build())
+    except SimError as exc:
+        if exc.code not in _TIMEOUTS:
+            raise
+        return True
+    if consume is not None:
+        store.consume(src, consume)
+    return False
 
 
 def tensor_views(world: SimWorld, entry: CacheEntry) -> Tuple[memoryview, ...]:

@@ -14,7 +14,7 @@ on that geometry (``layer_wise_transfer_job.cc:28-44``, ``141-142``), whichever 
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
@@ -60,13 +60,24 @@ def check_layer_split(num_tensors: int, tensor_num_per_layer: int, side: str) ->
         )
 
 
+_SAME: Dict[int, Tuple[Tuple[int, int], ...]] = {}
+
+
+def same_tensors(count: int) -> Sequence[Tuple[int, int]]:
+    """``(i, i)`` for each of ``count`` tensors, made once per count (most pulls move every tensor)."""
+    pairs = _SAME.get(count)
+    if pairs is None:
+        pairs = _SAME.setdefault(count, tuple((i, i) for i in range(count)))
+    return pairs
+
+
 def tensor_pairs(
     src: CacheEntry, dst: CacheEntry, src_idx: Sequence[int], dst_idx: Sequence[int]
-) -> List[Tuple[int, int]]:
+) -> Sequence[Tuple[int, int]]:
     if not src_idx and not dst_idx:
         if src.num_tensors != dst.num_tensors:
             raise SimError(_P, f"num_tensors mismatch: remote {src.num_tensors}, local {dst.num_tensors}")
-        return [(i, i) for i in range(src.num_tensors)]
+        return same_tensors(src.num_tensors)
     s = list(src_idx) if src_idx else list(range(src.num_tensors))
     d = list(dst_idx) if dst_idx else (list(src_idx) if src_idx else list(range(dst.num_tensors)))
     if len(s) != len(d):
@@ -91,7 +102,7 @@ class Contiguous:
         self,
         src: CacheEntry,
         dst: CacheEntry,
-        pairs: List[Tuple[int, int]],
+        pairs: Sequence[Tuple[int, int]],
         src_start: int,
         dst_start: int,
         chunk: int,
@@ -114,8 +125,8 @@ def contiguous_plan(src: CacheEntry, src_batch: int, dst: CacheEntry, params: Pu
         raise SimError(_P, f"batch_index {batch_index} >= local batch size {dst.batch_size}")
     if not 0 <= src_batch < src.batch_size:
         raise SimError(_P, f"source batch {src_batch} out of range [0, {src.batch_size})")
-    src_off = max(src_off, 0)
-    dst_off = max(dst_off, 0)
+    src_off = src_off if src_off > 0 else 0
+    dst_off = dst_off if dst_off > 0 else 0
     src_bytes, dst_bytes = src.batch_bytes, dst.batch_bytes
     nbytes = src_bytes - src_off if size == -1 else size
     if nbytes < 0 or src_off + nbytes > src_bytes or dst_off + nbytes > dst_bytes:
@@ -154,7 +165,7 @@ class BlockRanges:
         self,
         src: CacheEntry,
         dst: CacheEntry,
-        pairs: List[Tuple[int, int]],
+        pairs: Sequence[Tuple[int, int]],
         src_blocks: Sequence[int],
         dst_blocks: Sequence[int],
         base: int,

@@ -55,6 +55,8 @@ def open_trace_sink(template: Union[str, Path], mode: str = "w") -> IO[str]:
 
 
 _FIELDS = ("time", "cluster_id", "op", "outcome", "detail", "args", "kind")
+_Call = Tuple[float, Optional[int], str, str, str, object]
+"""A call's fields as ``Trace.record_call`` keeps them until the trace is read."""
 
 
 class TraceEvent:
@@ -126,10 +128,12 @@ class Trace:
     (an open text file) also receives every event as a JSON line, so nothing is lost in long runs."""
 
     def __init__(self, maxlen: int = 10_000, sink: Optional[IO[str]] = None) -> None:
-        self._events: deque[TraceEvent] = deque(maxlen=maxlen)
+        self._events: deque[Union[TraceEvent, _Call]] = deque(maxlen=maxlen)
         self._lock = threading.Lock()
         self._sink = sink
         self.total = 0
+        self._kept_as_fields = False
+        """Some calls are still kept as fields (``record_call``)."""
 
     def record(self, event: TraceEvent) -> None:
         with self._lock:
@@ -140,6 +144,20 @@ class Trace:
             for observer in _observers:
                 observer(event)
 
+    def record_call(
+        self, time: float, cluster_id: Optional[int], op: str, outcome: str, detail: str, args: object
+    ) -> None:
+        """One API call (``kind="call"``). Kept as its fields until someone reads the trace, which makes
+        its ``TraceEvent`` then (one per call costs more than the rest of a small pull's bookkeeping);
+        made at once when a sink or an observer is there to see it."""
+        if self._sink is not None or _observers:
+            self.record(TraceEvent(time, cluster_id, op, outcome, detail, args, "call"))
+            return
+        with self._lock:
+            self._events.append((time, cluster_id, op, outcome, detail, args))
+            self.total += 1
+            self._kept_as_fields = True
+
     def stream_to(self, sink: Optional[IO[str]]) -> None:
         """Stream further events to ``sink`` instead (a forked child's own ``{pid}`` file)."""
         with self._lock:
@@ -147,7 +165,11 @@ class Trace:
 
     def __iter__(self) -> Iterator[TraceEvent]:
         with self._lock:
-            return iter(list(self._events))
+            made = [e if isinstance(e, TraceEvent) else TraceEvent(*e, "call") for e in self._events]
+            if self._kept_as_fields:  # keep what was made: each call's arguments are formatted once
+                self._events = deque(made, maxlen=self._events.maxlen)
+                self._kept_as_fields = False
+            return iter(made)
 
     def __len__(self) -> int:
         return len(self._events)

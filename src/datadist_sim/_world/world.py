@@ -50,6 +50,8 @@ class SimWorld:
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock: Clock = clock if clock is not None else VirtualClock()
+        self.now: Callable[[], float] = self.clock.now
+        """Simulated time now (the clock's own ``now``)."""
         self.touch: Callable[[], None] = getattr(self.clock, "touch", _nothing)
         """The calling thread takes part in this world now (the face calls it at each public call;
         a ``VirtualClock`` waits for such threads before it lets time jump)."""
@@ -314,9 +316,6 @@ class SimWorld:
         """Copy ``(dst, src, nbytes)`` ranges through the world's address space, all or nothing."""
         self.memory.copy_ranges(ranges)
 
-    def now(self) -> float:
-        return self.clock.now()
-
     def record(
         self,
         cluster_id: Optional[int],
@@ -332,6 +331,16 @@ class SimWorld:
         event = TraceEvent(self.clock.now(), cluster_id, op, outcome, detail, args, kind)
         self.trace.record(event)
         _log.world_event(event)
+
+    def record_call(
+        self, cluster_id: Optional[int], op: str, outcome: str, detail: str, args: object
+    ) -> None:
+        """``record`` of one API call, as the face traces each of its public calls (one per call, so
+        it is kept short: issue 15)."""
+        now = self.clock.now()
+        self.trace.record_call(now, cluster_id, op, outcome, detail, args)
+        if _log.world_debug():
+            _log.world_event(TraceEvent(now, cluster_id, op, outcome, detail, args, "call"))
 
     def __repr__(self) -> str:
         return f"SimWorld(seed={self.seed}, clusters={sorted(self._nodes)}, clock={self.clock!r})"

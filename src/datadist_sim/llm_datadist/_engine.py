@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from types import TracebackType
-from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional, Sequence, Tuple, Type, TypeVar
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS
@@ -59,7 +59,8 @@ def api_call(method: F) -> F:
         outcome, detail = "LLM_SUCCESS", ""
         try:
             result = method(self, *args, **kwargs)
-            outcome, detail = _result_outcome(result)
+            if result is not None:
+                outcome, detail = _result_outcome(result)
             return result
         except LLM_ERRORS as exc:
             outcome = exc.status_code.name
@@ -69,16 +70,15 @@ def api_call(method: F) -> F:
             raise
         finally:
             _SCOPE.reset(token)
-            node = getattr(self, "_node", node)  # init/finalize may have replaced it
-            cluster = None if node is None else node.cluster_id
-            world.record(cluster, op, outcome, detail, args=deferred_args(args, kwargs), kind="call")
+            node = getattr(self, "_node", None)  # init/finalize may have replaced it
+            world.record_call(
+                None if node is None else node.cluster_id, op, outcome, detail, deferred_args(args, kwargs)
+            )
 
     return wrapper  # type: ignore[return-value]
 
 
 def _result_outcome(result: object) -> tuple[str, str]:
-    if result is None:  # most calls
-        return "LLM_SUCCESS", ""
     if isinstance(result, tuple) and result and isinstance(result[0], LLMStatusCode):
         rets = result[1] if len(result) > 1 and isinstance(result[1], list) else []
         return result[0].name, ",".join(getattr(r, "name", str(r)) for r in rets)
@@ -238,7 +238,7 @@ class _EngineCall:
 
     def __enter__(self) -> None:
         scope = _SCOPE.get()
-        if type(scope) is CallScope:
+        if type(scope) is CallScope and not scope.door_checked:
             try:
                 _door_faults(scope)
             except SimError as exc:
@@ -253,11 +253,19 @@ class _EngineCall:
     def _raise(self, exc: SimError) -> None:
         info = self.other_info
         if isinstance(info, tuple):  # ("format", arg, ...): formatted only on failure
-            info = info[0].format(*info[1:])
-        handle_llm_status(exc.code, self.func_name, f"{info} ({exc.message})")
+            engine_failed(exc, self.func_name, *info)
+        engine_failed(exc, self.func_name, "{}", info)
 
 
-def engine_call(func_name: str, other_info: object) -> _EngineCall:
-    """One engine call: fault rules of the call act, then a ``SimError`` leaves as ``LLMException``.
-    ``other_info`` may be a tuple ``(format, arg, ...)``, formatted only if the call fails."""
-    return _EngineCall(func_name, other_info)
+def engine_failed(exc: SimError, func_name: str, info: str, *args: object) -> NoReturn:
+    """A ``SimError`` as the real ``LLMException``: ``func_name failed, error code is ..., info``, with
+    ``info.format(*args)`` made only now. A transfer's face calls it from ``except SimError``: transfers
+    meet their faults inside the engine, so they need no ``engine_call`` at the door."""
+    handle_llm_status(exc.code, func_name, f"{info.format(*args)} ({exc.message})")
+    raise AssertionError("unreachable: a SimError never carries LLM_SUCCESS")
+
+
+engine_call = _EngineCall
+"""``with engine_call(func_name, other_info):`` one engine call: fault rules of the call act, then a
+``SimError`` leaves as ``LLMException``. ``other_info`` may be a tuple ``(format, arg, ...)``, formatted
+only if the call fails."""

@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
-from datadist_sim._world.door import ClusterNode, SimWorld
+from datadist_sim._world.door import ClusterNode, SimError, SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import api_call, engine_call
+from datadist_sim.llm_datadist._engine import api_call, engine_call, engine_failed
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -194,8 +194,10 @@ class KvCacheManager:
         )
         packed = pack_block_cache_key(prompt_cache_key)
         request = door.PullRequest(decoder_kv_cache.cache_id, packed, params, True)
-        with engine_call("[pull_blocks]", ("prompt_cache_key = {}", prompt_cache_key)):
+        try:
             door.pull(self._world, self._node, request)
+        except SimError as exc:
+            engine_failed(exc, "[pull_blocks]", "prompt_cache_key = {}", prompt_cache_key)
 
     @api_call
     def pull_cache(
@@ -243,8 +245,10 @@ class KvCacheManager:
             size, batch_index, [], [], src_idx, dst_idx, src_off, dst_off, tensor_num_per_layer
         )
         request = door.PullRequest(kv_cache.cache_id, packed, params, False)
-        with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
+        try:
             door.pull(self._world, self._node, request)
+        except SimError as exc:
+            engine_failed(exc, "[pull_cache]", "cache_key = {}", cache_key)
 
     # -- local copies --------------------------------------------------------------------------------
 

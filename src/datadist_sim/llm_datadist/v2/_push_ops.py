@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import List, Optional, Tuple, Union
 
 from datadist_sim._world import door
-from datadist_sim._world.door import ClusterNode, SimWorld
-from datadist_sim.llm_datadist._engine import api_call, engine_call
+from datadist_sim._world.door import ClusterNode, SimError, SimWorld
+from datadist_sim.llm_datadist._engine import api_call, engine_failed
 from datadist_sim.llm_datadist.status import raise_if_false
 from datadist_sim.llm_datadist.utils.utils import (
     check_int64,
@@ -104,8 +104,10 @@ class PushOps:
             dst_idx = list(range(dst_layer * tensor_num_per_layer, (dst_layer + 1) * tensor_num_per_layer))
             params = door.PullParams(-1, 0, [], [], src_idx, dst_idx, -1, -1, tensor_num_per_layer)
             request = door.PushRequest(src_cache.cache_id, src_batch_index, key, params)
-            with engine_call("[push_cache]", f"dst_cache_key = {dst_cache_key}"):
+            try:
                 door.push(self._world, self._node, request)
+            except SimError as exc:
+                engine_failed(exc, "[push_cache]", "dst_cache_key = {}", dst_cache_key)
 
     @api_call
     def push_blocks(
@@ -139,5 +141,7 @@ class PushOps:
             params = door.PullParams(
                 -1, 0, src_list, list(dst_blocks), src_idx, dst_idx, -1, -1, tensor_num_per_layer
             )
-            with engine_call("[push_blocks]", f"dst_cache_key = {dst_cache_key}"):
+            try:
                 door.push(self._world, self._node, door.PushRequest(src_cache.cache_id, 0, key, params))
+            except SimError as exc:
+                engine_failed(exc, "[push_blocks]", "dst_cache_key = {}", dst_cache_key)

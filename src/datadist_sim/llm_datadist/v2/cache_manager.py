@@ -8,13 +8,13 @@ the world through its door (``_world.door``), whose ``SimError`` leaves as ``LLM
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
-from datadist_sim._world.door import ClusterNode, SimWorld
+from datadist_sim._world.door import ClusterNode, SimError, SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import api_call, engine_call
+from datadist_sim.llm_datadist._engine import api_call, engine_call, engine_failed
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
     check_int64,
@@ -47,6 +47,7 @@ from datadist_sim.llm_datadist.v2.llm_utils import (
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
 _NUM_TENSORS_PER_LAYER = 2
+_UINT32_MAX, _INT64_MAX = 2**32 - 1, 2**63 - 1
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 BlockList = Union[Tuple[int, ...], List[int]]
 
@@ -61,6 +62,12 @@ class CacheManager(LocalCacheOps, PushOps):
         self._enabled_mem_pool = bool(engine_options.get("llm.MemPoolConfig"))
         self._enable_host_mem_pool = bool(engine_options.get("llm.HostMemPoolConfig"))
         self._enable_remote_cache_accessible = engine_options.get("llm.EnableRemoteCacheAccessible") == "1"
+        self._pull_key_types: FrozenSet[type] = (
+            frozenset({CacheKeyByIdAndIndex})
+            if self._enable_remote_cache_accessible
+            else frozenset({CacheKey, CacheKeyByIdAndIndex})
+        )
+        """The key classes ``pull_cache`` takes as they are (its plain happy-path check)."""
         self._is_call_linked = False
 
     def set_is_call_linked(self) -> None:
@@ -269,8 +276,10 @@ class CacheManager(LocalCacheOps, PushOps):
             -1, 0, src_list, list(dst_blocks), src_idx, dst_idx, -1, -1, tensor_num_per_layer
         )
         request = door.PullRequest(dst_cache.cache_id, packed, params, True)
-        with engine_call("[pull_blocks]", ("src_cache_key = {}", src_cache_key)):
+        try:
             door.pull(self._world, self._node, request)
+        except SimError as exc:
+            engine_failed(exc, "[pull_blocks]", "src_cache_key = {}", src_cache_key)
         _log.info("[pull_blocks] success")
 
     @api_call
@@ -282,6 +291,47 @@ class CacheManager(LocalCacheOps, PushOps):
         size: int = -1,
         **kwargs: Any,
     ) -> None:
+        if (
+            not kwargs
+            and type(cache_key) in self._pull_key_types
+            and type(cache) is Cache
+            and type(batch_index) is int
+            and 0 <= batch_index <= _UINT32_MAX
+            and type(size) is int
+            and (size == -1 or 0 < size <= _INT64_MAX)
+            and not cache.is_blocks_cache
+        ):  # every check below passes: skip to the translation
+            src_idx: Sequence[int] = ()
+            dst_idx: Sequence[int] = ()
+            tensor_num_per_layer = _NUM_TENSORS_PER_LAYER
+        else:
+            src_idx, dst_idx, tensor_num_per_layer = self._check_pull_cache(
+                cache_key, cache, batch_index, size, kwargs
+            )
+        if isinstance(cache_key, CacheKey):
+            check_cache_key(cache_key)
+            packed = pack_cache_key(cache_key)
+        else:
+            packed = pack_cache_key_by_id(cache_key)
+        params = door.PullParams(size, batch_index, (), (), src_idx, dst_idx, -1, -1, tensor_num_per_layer)
+        request = door.PullRequest(cache.cache_id, packed, params, False)
+        try:
+            door.pull(self._world, self._node, request)
+        except SimError as exc:
+            engine_failed(exc, "[pull_cache]", "cache_key = {}", cache_key)
+        _log.info("[pull_cache] success")
+
+    def _check_pull_cache(
+        self,
+        cache_key: Union[CacheKey, CacheKeyByIdAndIndex],
+        cache: Cache,
+        batch_index: int,
+        size: int,
+        kwargs: Dict[str, Any],
+    ) -> Tuple[List[int], List[int], int]:
+        """``pull_cache``'s checks in the vendor's order, with its messages (hixl
+        ``v2/cache_manager.py``, ``pull_cache``); returns the tensor indices of the layer ranges and the
+        tensors per layer. ``pull_cache`` skips them when a few plain comparisons show they all pass."""
         if self._enable_remote_cache_accessible:
             check_isinstance("cache_key", cache_key, CacheKeyByIdAndIndex)
         else:
@@ -305,19 +355,10 @@ class CacheManager(LocalCacheOps, PushOps):
             tensor_num_per_layer,
             cache.cache_desc.num_tensors,
         )
-        if isinstance(cache_key, CacheKey):
-            check_cache_key(cache_key)
-            packed = pack_cache_key(cache_key)
-        else:
-            packed = pack_cache_key_by_id(cache_key)
         src_idx, dst_idx = layer_range_to_tensor_indices(
             src_layer_range, dst_layer_range, tensor_num_per_layer
         )
-        params = door.PullParams(size, batch_index, [], [], src_idx, dst_idx, -1, -1, tensor_num_per_layer)
-        request = door.PullRequest(cache.cache_id, packed, params, False)
-        with engine_call("[pull_cache]", ("cache_key = {}", cache_key)):
-            door.pull(self._world, self._node, request)
-        _log.info("[pull_cache] success")
+        return src_idx, dst_idx, tensor_num_per_layer
 
     @api_call
     def transfer_cache_async(
