@@ -315,8 +315,9 @@ class NodeCaches:
 
     def lookup(self, key: PackedKey) -> Tuple[CacheEntry, int, Optional[EngineKey]]:
         """``(cache, batch index, key to consume)`` a pull names; ``LLM_KV_CACHE_NOT_EXIST`` if none."""
-        _, cache_id, batch_index, _, _, _, is_blocks = key
-        ek = engine_key(key)
+        _, cache_id, batch_index, req_id, prefix_id, _, is_blocks = key
+        by_id = not (is_blocks or 0 <= prefix_id < INVALID_ID or 0 <= req_id < INVALID_ID)
+        ek = None if by_id else engine_key(key)  # by id, ``engine_key`` says None: every pull by id asks
         if ek is None:
             entry = self.caches.get(cache_id)
             if entry is None:

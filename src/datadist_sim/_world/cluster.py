@@ -70,15 +70,16 @@ class ClusterNode:
     peers: Dict[int, PeerLink] = field(default_factory=dict)
     alive: bool = True
     link_mutex: threading.Lock = field(default_factory=threading.Lock)
+    hixl: bool = field(init=False)
+    """The instance runs the hixl transfer backend (one-sided links, no rank-table links); its settings
+    are fixed at init, so this is worked out once."""
 
     @property
     def device_num(self) -> int:
         return len(self.settings.device_ids)
 
-    @property
-    def hixl(self) -> bool:
-        """The instance runs the hixl transfer backend (one-sided links, no rank-table links)."""
-        return self.settings.transfer_backend == "hixl"
+    def __post_init__(self) -> None:
+        self.hixl = self.settings.transfer_backend == "hixl"
 
     def describe(self) -> str:
         return f"cluster {self.cluster_id} ({self.role.value}, {self.mode.value})"

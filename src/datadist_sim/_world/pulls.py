@@ -24,7 +24,6 @@ from datadist_sim._world.ranges import (
     blocks_ranges,
     check_layer_split,
     contiguous_plan,
-    same_tensors,
 )
 from datadist_sim._world.transfer import (
     _TIMEOUTS,
@@ -131,13 +130,15 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
     ):
         return False
     with world.lock:
-        planned = _quick_plan(world, node, request, peer)
-        store, src, consume, plan = planned if planned is not None else _plan_pull(world, node, request)
+        virtual = type(world.clock) is VirtualClock
+        if virtual and _pull_at_once(world, node, request, peer):
+            return True
+        store, src, consume, plan = _plan_pull(world, node, request)
         nbytes = plan.nbytes
         seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
         if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
             return False
-        if type(world.clock) is VirtualClock:
+        if virtual:
             # time passes as a counter moves, with no call out and no one else to run: nothing can
             # change while it passes, so the copy follows at once, under the same lock
             start = world.now()
@@ -156,14 +157,15 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
     return True
 
 
-def _quick_plan(
-    world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink
-) -> Optional[Tuple[NodeCaches, CacheEntry, Optional[EngineKey], Contiguous]]:
-    """``_plan_pull``'s plan of the commonest pull, in a few lookups: a whole batch of every tensor,
-    between two contiguous caches, over a ready link. Each test below is one of ``_plan_pull``'s checks
-    (``store_of``, ``live``, ``_remote``, ``contiguous_plan``) written as a plain comparison that only says
-    "it passes"; when one does not, or the pull is anything else, this returns None and ``_plan_pull``
-    plans it (and names what fails) from the same state. Under the world lock."""
+def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink) -> bool:
+    """The commonest pull, whole, under the virtual clock: a whole batch of every tensor between two
+    pool-backed contiguous caches over a ready link. Each test below is one of ``_plan_pull``'s checks
+    (``store_of``, ``live``, ``_remote``, ``contiguous_plan``) or of the fast path's (the timeout, resolved
+    bytes) written as a plain comparison that only says "it passes"; then the same time passes and the
+    same bytes move as ``_commit`` would move them. When a test does not pass, or the pull is anything
+    else, this returns False having changed nothing, and ``_plan_pull`` plans the pull (and names what
+    fails) from the same state. Under the world lock, with no other thread (so the stores need no lock of
+    their own) and no fault rule."""
     dst_cache_id, key, params, blocks = request
     remote_id = key.cluster_id
     local = world.caches.get(node.cluster_id)
@@ -189,26 +191,37 @@ def _quick_plan(
             else node.cluster_id not in remote.peers
         )
     ):
-        return None
+        return False
     dst = local.caches.get(dst_cache_id)
     if dst is None or dst.released or dst.is_blocks:
-        return None
-    with store.lock:
-        src, src_batch, consume = store.lookup(key)  # what it raises, ``_plan_pull`` raises here too
+        return False
+    src, src_batch, consume = store.lookup(key)  # what it raises, ``_plan_pull`` raises here too
     size, batch_index, batch_bytes = params.size, params.batch_index, src.batch_bytes
-    nbytes = batch_bytes if size == -1 else size
+    chunk = batch_bytes if size == -1 else size
     if (
         src.is_blocks
         or src.num_tensors != dst.num_tensors
         or batch_index >= dst.batch_size
         or not 0 <= src_batch < src.batch_size
-        or not 0 <= nbytes <= batch_bytes
-        or nbytes > dst.batch_bytes
+        or not 0 <= chunk <= batch_bytes
+        or chunk > dst.batch_bytes
     ):
-        return None
-    pairs = same_tensors(src.num_tensors)
-    plan = Contiguous(src, dst, pairs, src_batch * batch_bytes, batch_index * dst.batch_bytes, nbytes)
-    return store, src, consume, plan
+        return False
+    source = src.views if src.views is not None else tensor_views(world, src)
+    target = dst.views if dst.views is not None else tensor_views(world, dst)
+    seconds = (
+        chunk * src.num_tensors / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
+    )
+    if not (source and target) or seconds > node.settings.sync_kv_timeout_ms / 1000.0:
+        return False
+    start = world.now()
+    world.clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
+    s0, d0 = src_batch * batch_bytes, batch_index * dst.batch_bytes
+    for s, d in zip(source, target):
+        d[d0 : d0 + chunk] = s[s0 : s0 + chunk]
+    if consume is not None:
+        store.consume(src, consume)
+    return True
 
 
 def _commit(

@@ -13,7 +13,7 @@ import threading
 from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 PathOrFile = Union[str, Path, IO[str]]
 Observer = Callable[["TraceEvent"], None]
@@ -55,8 +55,27 @@ def open_trace_sink(template: Union[str, Path], mode: str = "w") -> IO[str]:
 
 
 _FIELDS = ("time", "cluster_id", "op", "outcome", "detail", "args", "kind")
-_Call = Tuple[float, Optional[int], str, str, str, object]
+ArgsFormat = Callable[[Tuple[Any, ...], Dict[str, Any]], str]
+_Call = Tuple[float, Optional[int], str, str, str, ArgsFormat, Tuple[Any, ...], Dict[str, Any]]
 """A call's fields as ``Trace.record_call`` keeps them until the trace is read."""
+
+
+class _Shown:
+    """A call's arguments, formatted the first time the event's ``args`` is read."""
+
+    __slots__ = ("args", "kwargs", "shown")
+
+    def __init__(self, shown: ArgsFormat, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+        self.shown, self.args, self.kwargs = shown, args, kwargs
+
+    def __str__(self) -> str:
+        return self.shown(self.args, self.kwargs)
+
+
+def call_event(fields: _Call) -> TraceEvent:
+    """The ``TraceEvent`` of a call kept as its fields."""
+    time, cluster_id, op, outcome, detail, shown, args, kwargs = fields
+    return TraceEvent(time, cluster_id, op, outcome, detail, _Shown(shown, args, kwargs), "call")
 
 
 class TraceEvent:
@@ -145,16 +164,25 @@ class Trace:
                 observer(event)
 
     def record_call(
-        self, time: float, cluster_id: Optional[int], op: str, outcome: str, detail: str, args: object
+        self,
+        time: float,
+        cluster_id: Optional[int],
+        op: str,
+        outcome: str,
+        detail: str,
+        shown: ArgsFormat,
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
     ) -> None:
-        """One API call (``kind="call"``). Kept as its fields until someone reads the trace, which makes
-        its ``TraceEvent`` then (one per call costs more than the rest of a small pull's bookkeeping);
-        made at once when a sink or an observer is there to see it."""
+        """One API call (``kind="call"``), its arguments shown by ``shown(args, kwargs)`` when read. Kept
+        as its fields until someone reads the trace, which makes its ``TraceEvent`` then (one per call
+        costs more than the rest of a small pull's bookkeeping); made at once when a sink or an observer
+        is there to see it."""
         if self._sink is not None or _observers:
-            self.record(TraceEvent(time, cluster_id, op, outcome, detail, args, "call"))
+            self.record(call_event((time, cluster_id, op, outcome, detail, shown, args, kwargs)))
             return
         with self._lock:
-            self._events.append((time, cluster_id, op, outcome, detail, args))
+            self._events.append((time, cluster_id, op, outcome, detail, shown, args, kwargs))
             self.total += 1
             self._kept_as_fields = True
 
@@ -165,7 +193,7 @@ class Trace:
 
     def __iter__(self) -> Iterator[TraceEvent]:
         with self._lock:
-            made = [e if isinstance(e, TraceEvent) else TraceEvent(*e, "call") for e in self._events]
+            made = [e if isinstance(e, TraceEvent) else call_event(e) for e in self._events]
             if self._kept_as_fields:  # keep what was made: each call's arguments are formatted once
                 self._events = deque(made, maxlen=self._events.maxlen)
                 self._kept_as_fields = False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from types import TracebackType
-from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, FrozenSet, NoReturn, Optional, Sequence, Type, TypeVar
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS
@@ -44,7 +44,12 @@ class CallScope:
 
 def api_call(method: F) -> F:
     """Trace one public method of a face object that holds ``_world`` and ``_node``; the outermost
-    call only, so a method built on another is one call in the trace."""
+    call only, so a method built on another is one call in the trace.
+
+    The trace keeps the call's arguments as given and formats them (``short_args``) when someone reads
+    it, not on the call's path (issue 15). Only values whose short form cannot change after the call are
+    kept so (``_KEPT``); any other is reduced to its short form now (``_freeze``), so a late read still
+    shows the call."""
     op = method.__name__
     inside_engine = not at_door(op)
 
@@ -71,8 +76,15 @@ def api_call(method: F) -> F:
         finally:
             _SCOPE.reset(token)
             node = getattr(self, "_node", None)  # init/finalize may have replaced it
+            kept = _KEPT if len(_KEPT) > 5 else _kept_types()
+            for value in args:
+                if type(value) not in kept:
+                    args = tuple([v if type(v) in kept else _freeze(v) for v in args])
+                    break
+            if kwargs:
+                kwargs = {k: _freeze(v) for k, v in kwargs.items()}
             world.record_call(
-                None if node is None else node.cluster_id, op, outcome, detail, deferred_args(args, kwargs)
+                None if node is None else node.cluster_id, op, outcome, detail, short_args, args, kwargs
             )
 
     return wrapper  # type: ignore[return-value]
@@ -88,21 +100,6 @@ def _result_outcome(result: object) -> tuple[str, str]:
         return "LLM_SUCCESS", ",".join("None" if r is None else r.name for r in result)  # get_results
     name = getattr(result, "name", None)
     return "LLM_SUCCESS", name if isinstance(name, str) else ""
-
-
-class _Args:
-    """A call's arguments as the trace keeps them: ``short_args`` formats them when someone reads the
-    trace, not on the call's path (issue 15). Only values that cannot change afterwards are kept as they
-    are (``_KEPT``); any other is reduced on the call (``_freeze``), so a late read shows the call."""
-
-    __slots__ = ("args", "kwargs")
-
-    def __init__(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
-        self.args = args
-        self.kwargs = kwargs
-
-    def __str__(self) -> str:
-        return short_args(self.args, self.kwargs)
 
 
 class _Shown:
@@ -153,18 +150,6 @@ def _freeze(value: object) -> object:
     if isinstance(cache_id, int):  # a KvCache frees itself on garbage collection: keep only its id
         return _Shown(f"KvCache({cache_id})")
     return _Shown(short(value))
-
-
-def deferred_args(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> object:
-    """What ``api_call`` hands the trace as a call's arguments: formatted when read."""
-    kept = _KEPT if len(_KEPT) > 5 else _kept_types()
-    for value in args:
-        if type(value) not in kept:
-            args = tuple(_freeze(v) for v in args)
-            break
-    if kwargs:
-        kwargs = {k: _freeze(v) for k, v in kwargs.items()}
-    return _Args(args, kwargs)
 
 
 def _compact(value: object) -> Optional[str]:
