@@ -1,0 +1,500 @@
+"""Scripts of calls around a pull, run in a fresh world with the pull fast path on (as shipped) or off
+(``pulls._fast_pull`` patched to decline, so every pull takes ``_plan_pull`` through ``transfer._run``),
+and what a run leaves behind to compare: each step's outcome, the books, every cache's bytes, the clock,
+the trace. ``test_pull_paths_agree`` generates the scripts and compares the two runs.
+
+A script is plain data (named tuples), so hypothesis shows a failing one readably and both runs read the
+same one. Caches are named by their index in the order a side allocated or registered them, so a step
+means the same cache in both runs as long as the runs agree up to it.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+import pytest
+from tests.data.conftest import D_ID, P_ID, make, v1_options, v2_options
+from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
+from tests.reliability._common import snapshot
+
+from datadist_sim._status_v1 import LLM_ERRORS
+from datadist_sim._world import pulls
+from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.current import activate
+from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim.llm_datadist.configs import LLMRole
+from datadist_sim.llm_datadist.data_type import DataType
+from datadist_sim.llm_datadist.status import LLMStatusCode
+from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
+from datadist_sim.llm_datadist.v2.llm_types import (
+    BlocksCacheKey,
+    CacheDesc,
+    CacheKey,
+    CacheKeyByIdAndIndex,
+)
+
+PAD = 2**64 - 1
+"""``UINT64_MAX``: no prefix id (and a placeholder request id)."""
+GONE_ID = 5
+"""A cluster id no instance ever had."""
+PORT = 26000
+HIDDEN = 16  # fp16: a batch of one tensor is seq * 32 bytes
+
+
+class Setup(NamedTuple):
+    """How the world and the pair are made."""
+
+    v2: bool
+    """``CacheManager`` (v2) or ``KvCacheManager`` (v1) face."""
+    legacy: bool = False
+    """``SimConfig(legacy_codes=True)``."""
+    other_clock: bool = False
+    """A subclass of ``VirtualClock``: the same time, but the fast path's ``type(clock) is VirtualClock``
+    branch is not taken (it lets time pass outside the lock, as for a real clock)."""
+    metadata_only: bool = False
+    hixl: bool = False
+    """``llm.TransferBackend=hixl`` (one-sided links)."""
+    sync_ms: Optional[str] = None
+    """``llm.SyncKvCacheWaitTime`` (None: the 1000 ms default)."""
+    bandwidth: Optional[float] = None
+    """Bytes/s of the Decode-Prompt link (None: the default RoCE figure)."""
+    linked: bool = True
+
+
+class ReqKey(NamedTuple):
+    cluster: int
+    req: int
+    prefix: int = PAD
+    model: int = 0
+
+
+class IdKey(NamedTuple):
+    cluster: int
+    cache: int
+    """Index of a Prompt-side cache (modulo how many there are), or ``-1``: a cache id never given."""
+    batch: int = 0
+
+
+class BlocksKey(NamedTuple):
+    cluster: int
+    model: int = 0
+
+
+Key = Union[ReqKey, IdKey, BlocksKey]
+
+
+class Layers(NamedTuple):
+    """The layer-range kwargs of a pull (None: left out), and, for v1, its byte offsets."""
+
+    src: Optional[Tuple[int, int]] = None
+    dst: Optional[Tuple[int, int]] = None
+    per_layer: Optional[int] = None
+    src_offset: Optional[int] = None
+    dst_offset: Optional[int] = None
+
+
+DstIndex = int
+"""A pull's destination: ``i >= 0`` is the ``i``-th (modulo their number) Decode cache of the kind the
+call takes (contiguous for ``pull_cache``, blocks for ``pull_blocks``), or of any kind if there is none;
+``~i`` (negative) is the ``i``-th of all Decode caches, in the order they were made."""
+
+
+class Alloc(NamedTuple):
+    side: int
+    blocks: bool
+    batch: int
+    tensors: int
+    seq: int
+    keys: Tuple[Key, ...] = ()
+
+
+class Register(NamedTuple):
+    """Register caller-owned numpy buffers as a contiguous cache (v2; a v1 face, which has no
+    registration, allocates the same cache instead)."""
+
+    side: int
+    batch: int
+    tensors: int
+    seq: int
+    keys: Tuple[ReqKey, ...] = ()
+
+
+class Dealloc(NamedTuple):
+    side: int
+    cache: int
+
+
+class RemoveKey(NamedTuple):
+    key: ReqKey
+
+
+class Pull(NamedTuple):
+    key: Key
+    dst: int
+    """Which Decode cache: see ``DstIndex``."""
+    batch_index: int = 0
+    size: int = -1
+    layers: Optional[Layers] = None
+
+
+class PullBlocks(NamedTuple):
+    key: Key
+    dst: int
+    """Which Decode cache: see ``DstIndex``."""
+    src_blocks: Tuple[int, ...]
+    dst_blocks: Tuple[int, ...]
+    layers: Optional[Layers] = None
+
+
+class Act(NamedTuple):
+    """Something around the pulls: ``unlink``, ``link``, ``finalize_prompt``, ``restart_prompt``,
+    ``kill_prompt``, ``kill_decode``, ``slow_link``, ``fast_link``."""
+
+    what: str
+
+
+Step = Union[Alloc, Register, Dealloc, RemoveKey, Pull, PullBlocks, Act]
+
+
+class Case(NamedTuple):
+    setup: Setup
+    steps: Tuple[Step, ...]
+
+
+class Record(NamedTuple):
+    """What one step left: its outcome, then the books (keys, caches, pools, links, clock) and bytes."""
+
+    index: int
+    step: Step
+    outcome: Any
+    books: Any
+    bytes_: Dict[Tuple[int, int], bytes]
+
+
+class Result(NamedTuple):
+    records: List[Record]
+    trace: List[Tuple[float, str]]
+    fast: int
+    """Pulls the fast path finished by itself (moved the bytes, or raised what the plan found)."""
+    general: int
+    """Pulls that went through ``transfer._run``."""
+
+
+class _OtherClock(VirtualClock):
+    """The virtual clock under another type name (see ``Setup.other_clock``)."""
+
+
+SLOW_BYTES_PER_S = 500.0
+"""A link on which a pull over ~500 B outlasts the default 1 s ``sync_kv_timeout``."""
+
+
+def buffers_for(case: Case) -> Dict[int, List[np.ndarray]]:
+    """The numpy buffers each ``Register`` step registers, made once for both runs: a run's trace names
+    the addresses it registered, so both runs must register the same ones."""
+    out: Dict[int, List[np.ndarray]] = {}
+    for i, step in enumerate(case.steps):
+        if isinstance(step, Register):
+            nbytes = max(step.batch * step.seq * HIDDEN * 2, 1)
+            out[i] = [np.zeros(nbytes, np.uint8) for _ in range(step.tensors)]
+    return out
+
+
+@contextmanager
+def paths(fast: bool) -> Iterator[Dict[str, int]]:
+    """Count the pulls each path takes; with ``fast=False`` the fast path declines every pull, so
+    ``pulls.pull`` goes on to its general path (``_activity`` and ``_run``, planned by ``_plan_pull``)."""
+    counts = {"fast": 0, "general": 0}
+    real_fast, real_run = pulls._fast_pull, pulls._run
+
+    def fast_pull(*args: Any) -> bool:
+        if not fast:
+            return False
+        try:
+            taken = real_fast(*args)
+        except Exception:
+            counts["fast"] += 1  # it planned the pull and found it failing
+            raise
+        counts["fast"] += taken
+        return taken
+
+    def run(*args: Any, **kwargs: Any) -> None:
+        counts["general"] += 1
+        real_run(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pulls, "_fast_pull", fast_pull)
+        mp.setattr(pulls, "_run", run)
+        yield counts
+
+
+def run(case: Case, buffers: Dict[int, List[np.ndarray]], *, fast: bool) -> Result:
+    """Run ``case`` in a fresh world (same seed every time) with the fast path on or off."""
+    setup = case.setup
+    clock = _OtherClock() if setup.other_clock else VirtualClock()
+    config = SimConfig(pause_wall_limit_s=0.05, legacy_codes=setup.legacy, metadata_only=setup.metadata_only)
+    world = SimWorld(seed=11, clock=clock, config=config)
+    for bufs in buffers.values():
+        for b in bufs:
+            b[...] = 0
+    with paths(fast) as counts, activate(world):
+        try:
+            records = _Runner(world, setup, buffers).run(case.steps)
+        finally:
+            finalize_all(world)
+    trace = [(e.time, str(e)) for e in world.trace]
+    return Result(records, trace, counts["fast"], counts["general"])
+
+
+class _Runner:
+    def __init__(self, world: SimWorld, setup: Setup, buffers: Dict[int, List[np.ndarray]]) -> None:
+        self.world, self.setup, self.buffers = world, setup, buffers
+        self.extra: Dict[str, str] = {}
+        if setup.hixl:
+            self.extra["llm.TransferBackend"] = "hixl"
+        if setup.sync_ms is not None:
+            self.extra["llm.SyncKvCacheWaitTime"] = setup.sync_ms
+        build = v2_options if setup.v2 else v1_options
+        self.p = make(LLMRole.PROMPT, P_ID, build(f"{PROMPT_IP}:{PORT}", **self.extra))
+        # the hixl backend wants every instance listening (``LLMDataDist.init``)
+        self.d = make(
+            LLMRole.DECODER, D_ID, build(f"{DECODE_IP}:{PORT + 1}" if setup.hixl else "", **self.extra)
+        )
+        if setup.linked:
+            assert self.act("link")[0] is LLMStatusCode.LLM_SUCCESS
+        if setup.bandwidth is not None:
+            world.set_link_bandwidth(D_ID, P_ID, setup.bandwidth)
+        self.handles: Dict[int, List[Any]] = {P_ID: [], D_ID: []}
+        self.blocks: Dict[int, bool] = {}
+        """Whether each handle (by ``id``) is a blocks cache."""
+
+    def manager(self, side: int) -> Any:
+        dd = self.p if side == P_ID else self.d
+        return dd.cache_manager if self.setup.v2 else dd.kv_cache_manager
+
+    def run(self, steps: Tuple[Step, ...]) -> List[Record]:
+        records = []
+        for i, step in enumerate(steps):
+            before = self.bytes_()
+            try:
+                outcome: Any = ("ok", self.do(i, step))
+            except LLM_ERRORS as exc:
+                code = exc.status_code
+                outcome = (type(exc).__module__, type(exc).__name__, code.name, repr(code), str(exc))
+            except (TypeError, ValueError, RuntimeError) as exc:  # the real API raises these too
+                outcome = (type(exc).__module__, type(exc).__name__, "", "", str(exc))
+            after = self.bytes_()
+            if isinstance(step, (Pull, PullBlocks)):
+                _check_pull_changed_only_its_destination(step, outcome, before, after)
+            records.append(Record(i, step, outcome, self.books(), after))
+        return records
+
+    # -- steps -----------------------------------------------------------------------------------
+
+    def do(self, i: int, step: Step) -> Any:
+        if isinstance(step, Alloc):
+            return self.alloc(i, step)
+        if isinstance(step, Register):
+            return self.register(i, step)
+        if isinstance(step, Dealloc):
+            handles = self.handles[step.side]
+            if not handles:
+                return "skipped"
+            cache = handles[step.cache % len(handles)]
+            cm = self.manager(step.side)
+            if self.setup.v2 and cache.is_blocks_cache:
+                return cm.deallocate_blocks_cache(cache)
+            return cm.deallocate_cache(cache)
+        if isinstance(step, RemoveKey):
+            return self.manager(P_ID).remove_cache_key(self.key(step.key))
+        if isinstance(step, Pull):
+            dst = self.dst(step.dst, blocks=False)
+            if dst is None:
+                return "skipped"
+            kwargs = self.kwargs(step.layers)
+            return self.manager(D_ID).pull_cache(
+                self.key(step.key), dst, step.batch_index, step.size, **kwargs
+            )
+        if isinstance(step, PullBlocks):
+            dst = self.dst(step.dst, blocks=True)
+            if dst is None:
+                return "skipped"
+            kwargs = self.kwargs(step.layers)
+            key, src, dsts = self.key(step.key), list(step.src_blocks), list(step.dst_blocks)
+            return self.manager(D_ID).pull_blocks(key, dst, src, dsts, **kwargs)
+        return self.act(step.what)
+
+    def alloc(self, i: int, step: Alloc) -> Any:
+        desc = CacheDesc(step.tensors, [step.batch, step.seq, HIDDEN], DataType.DT_FLOAT16)
+        cm = self.manager(step.side)
+        if step.blocks:
+            first = step.keys[0] if step.keys else None
+            key = BlocksCacheKey(first.cluster, first.model) if isinstance(first, BlocksKey) else None
+            cache = cm.allocate_blocks_cache(desc, key)
+        else:
+            cache = cm.allocate_cache(desc, [self.key(k) for k in step.keys if isinstance(k, ReqKey)])
+        self.added(i, step.side, cache, step.blocks)
+        return cache.cache_id
+
+    def register(self, i: int, step: Register) -> Any:
+        if not self.setup.v2:  # a KvCacheManager registers nothing: the nearest is an allocation
+            return self.alloc(i, Alloc(step.side, False, step.batch, step.tensors, step.seq, step.keys))
+        desc = CacheDesc(step.tensors, [step.batch, step.seq, HIDDEN], DataType.DT_FLOAT16)
+        addrs = [int(b.ctypes.data) for b in self.buffers[i]]
+        keys = [self.key(k) for k in step.keys]
+        cache = self.manager(step.side).register_cache(desc, addrs, keys)
+        self.added(i, step.side, cache, False)
+        return cache.cache_id
+
+    def added(self, i: int, side: int, cache: Any, blocks: bool) -> None:
+        """Keep the new cache's handle and fill its bytes (a different pattern per step)."""
+        self.handles[side].append(cache)
+        self.blocks[id(cache)] = blocks
+        store = self.world.caches[side]
+        entry = store.caches[cache.cache_id]
+        if self.world.config.metadata_only or entry.tensor_size == 0:
+            return
+        rng = np.random.default_rng(i)
+        for addr in entry.addrs:
+            view = self.world.memory.view(addr, entry.tensor_size)
+            view[...] = rng.integers(0, 256, entry.tensor_size, dtype=np.uint8)
+
+    def act(self, what: str) -> Any:
+        world, extra = self.world, self.extra
+        if what == "unlink":
+            return self.d.unlink_clusters([info(P_ID, PORT)], 5000)
+        if what == "link":
+            return self.d.link_clusters([info(P_ID, PORT)], 5000)
+        if what == "finalize_prompt":
+            return self.p.finalize()
+        if what == "restart_prompt":
+            self.p.finalize()
+            build = v2_options if self.setup.v2 else v1_options
+            self.p = make(LLMRole.PROMPT, P_ID, build(f"{PROMPT_IP}:{PORT}", **extra))
+            return "restarted"
+        if what == "kill_prompt":
+            return world.kill(P_ID)
+        if what == "kill_decode":
+            return world.kill(D_ID)
+        if what == "slow_link":
+            return world.set_link_bandwidth(D_ID, P_ID, SLOW_BYTES_PER_S)
+        if what == "fast_link":
+            return world.set_link_bandwidth(D_ID, P_ID, world.config.bandwidth_bytes_per_s)
+        raise AssertionError(f"unknown act {what!r}")
+
+    # -- arguments -------------------------------------------------------------------------------
+
+    def key(self, key: Key) -> Any:
+        if isinstance(key, ReqKey):
+            return CacheKey(key.cluster, key.req, model_id=key.model, prefix_id=key.prefix)
+        if isinstance(key, BlocksKey):
+            return BlocksCacheKey(key.cluster, key.model)
+        prompt = self.handles[P_ID]
+        cache_id = 99 if key.cache < 0 or not prompt else prompt[key.cache % len(prompt)].cache_id
+        return CacheKeyByIdAndIndex(key.cluster, cache_id, key.batch)
+
+    def dst(self, index: int, *, blocks: bool) -> Any:
+        handles = self.handles[D_ID]
+        if index < 0:
+            index = ~index
+        else:
+            handles = [h for h in handles if self.blocks[id(h)] == blocks] or handles
+        return handles[index % len(handles)] if handles else None
+
+    def kwargs(self, layers: Optional[Layers]) -> Dict[str, Any]:
+        if layers is None:
+            return {}
+        out: Dict[str, Any] = {}
+        if layers.src is not None:
+            out["src_layer_range"] = range(*layers.src)
+        if layers.dst is not None:
+            out["dst_layer_range"] = range(*layers.dst)
+        if layers.per_layer is not None:
+            out["tensor_num_per_layer"] = layers.per_layer
+        if not self.setup.v2:
+            if layers.src_offset is not None:
+                out["src_cache_offset"] = layers.src_offset
+            if layers.dst_offset is not None:
+                out["dst_cache_offset"] = layers.dst_offset
+        return out
+
+    # -- what a step leaves ----------------------------------------------------------------------
+
+    def books(self) -> Any:
+        """``snapshot`` (keys, caches, pools, links, clock) and what it leaves out that a pull may
+        change: the consumed keys a store remembers (legacy codes), each cache's key per batch, each
+        link end's state, the killed clusters, and the simulated time exactly."""
+        world = self.world
+        stores = tuple(
+            (
+                cid,
+                tuple(store.completed),
+                tuple((e.cache_id, tuple(sorted(e.req_at.items()))) for e in _entries(store)),
+            )
+            for cid, store in sorted(world.caches.items())
+        )
+        ends = tuple(
+            (n.cluster_id, tuple(sorted((r, p.broken, p.peer_lost, p.since) for r, p in n.peers.items())))
+            for n in sorted(world.nodes, key=lambda n: n.cluster_id)
+        )
+        return snapshot(world), stores, ends, tuple(sorted(world.killed)), repr(world.now())
+
+    def bytes_(self) -> Dict[Tuple[int, int], bytes]:
+        """Every live cache's bytes, tensor after tensor, by ``(cluster, cache id)``."""
+        world = self.world
+        if world.config.metadata_only:
+            return {}
+        out = {}
+        for cid, store in sorted(world.caches.items()):
+            for e in _entries(store):
+                if e.tensor_size:
+                    out[(cid, e.cache_id)] = b"".join(
+                        world.memory.view(a, e.tensor_size).tobytes() for a in e.addrs
+                    )
+        return out
+
+
+def _entries(store: Any) -> List[Any]:
+    return sorted(store.caches.values(), key=lambda e: e.cache_id)
+
+
+def _check_pull_changed_only_its_destination(
+    step: Union[Pull, PullBlocks],
+    outcome: Any,
+    before: Dict[Tuple[int, int], bytes],
+    after: Dict[Tuple[int, int], bytes],
+) -> None:
+    """A pull writes only on the Decode side, and a failed one writes nothing (on either path)."""
+    for where, old in before.items():
+        if where in after and (where[0] != D_ID or outcome[0] != "ok"):
+            assert after[where] == old, f"{step} -> {outcome} changed the bytes of cache {where}"
+
+
+def first_difference(a: Result, b: Result) -> Optional[str]:
+    """Where the fast-path run ``a`` and the general-path run ``b`` first differ, or None."""
+    for ra, rb in zip(a.records, b.records):
+        for name in ("outcome", "books", "bytes_"):
+            va, vb = getattr(ra, name), getattr(rb, name)
+            if va != vb:
+                return f"step {ra.index} {ra.step}: {name} differs\n  fast:    {va!r}\n  general: {vb!r}"
+    if len(a.records) != len(b.records):
+        return f"{len(a.records)} records (fast) vs {len(b.records)} (general)"
+    for i, (ea, eb) in enumerate(zip(a.trace, b.trace)):
+        if ea != eb:
+            return f"trace event {i} differs\n  fast:    {ea!r}\n  general: {eb!r}"
+    if len(a.trace) != len(b.trace):
+        return f"trace of {len(a.trace)} events (fast) vs {len(b.trace)} (general)"
+    return None
+
+
+def agree(case: Case) -> Tuple[Result, Result]:
+    """Run ``case`` with the fast path on and off; fail naming the first difference."""
+    buffers = buffers_for(case)
+    fast = run(case, buffers, fast=True)
+    general = run(case, buffers, fast=False)
+    difference = first_difference(fast, general)
+    assert difference is None, difference
+    assert general.fast == 0
+    assert general.general >= fast.fast, "a pull the fast path took did not reach transfer._run"
+    return fast, general
