@@ -97,8 +97,14 @@ WILD_SETUP = st.builds(
     sync_ms=mostly(None, "1", "0"),
     bandwidth=mostly(None, 1e6, SLOW_BYTES_PER_S),
     linked=mostly(True, False),
-).map(lambda s: s if s.v2 else s._replace(hixl=False))  # the hixl backend needs the CacheManager
-PLAIN_SETUP = st.builds(lambda v2, other: Setup(v2=v2, other_clock=other), st.booleans(), st.booleans())
+    reverse=mostly(False, True),
+).map(lambda s: s if s.v2 else s._replace(hixl=False, reverse=False))  # both need the CacheManager
+PLAIN_SETUP = st.builds(
+    lambda v2, other, reverse: Setup(v2=v2, other_clock=other, reverse=v2 and reverse),
+    st.booleans(),
+    st.booleans(),
+    mostly(False, True),
+)
 SETUP = st.one_of(PLAIN_SETUP, WILD_SETUP)
 """Half the worlds plain (a linked pair, either face, either clock branch), half anything."""
 
@@ -156,7 +162,13 @@ def cases(draw: Any) -> Case:
         lambda batch, n, s, keys: Register(P_ID, batch, n, s, keys[:1]), BATCH, tensors, seq, SOURCE_KEYS
     )
     alloc_p = st.one_of(contiguous_p, contiguous_p, contiguous_p, blocks_p, registered_p)
-    contiguous_d = st.builds(lambda batch, n, s: Alloc(D_ID, False, batch, n, s), BATCH, tensors, seq)
+    contiguous_d = st.builds(
+        lambda batch, n, s, keys: Alloc(D_ID, False, batch, n, s, keys),
+        BATCH,
+        tensors,
+        seq,
+        mostly((), (ReqKey(D_ID, 5),)),  # a key keeps a deallocated cache (released, not freed)
+    )
     alloc_d = st.one_of(
         contiguous_d,
         contiguous_d,
@@ -410,6 +422,24 @@ WRITTEN: Tuple[Tuple[str, Setup, Tuple[Any, ...], str], ...] = (
         "destination deallocated",
         V2,
         (SRC, DST, Dealloc(D_ID, 0), Pull(ReqKey(P_ID, 1), 0)),
+        "LLM_KV_CACHE_NOT_EXIST",
+    ),
+    (
+        "the prompt pulls from the decoder",
+        Setup(v2=True, reverse=True),
+        (SRC, DST, Pull(ReqKey(P_ID, 1), 0)),
+        "ok",
+    ),
+    (
+        "the prompt pulls from the decoder, which unlinked",
+        Setup(v2=True, reverse=True),
+        (SRC, DST, Act("unlink"), Pull(IdKey(P_ID, 0, 1), 0)),
+        "LLM_NOT_YET_LINK",
+    ),
+    (
+        "destination deallocated, a key holds it",
+        V2,
+        (SRC, Alloc(D_ID, False, 2, 4, 4, (ReqKey(D_ID, 5),)), Dealloc(D_ID, 0), Pull(ReqKey(P_ID, 1), 0)),
         "LLM_KV_CACHE_NOT_EXIST",
     ),
     ("other clock", Setup(v2=True, other_clock=True), (SRC, DST, Pull(ReqKey(P_ID, 1), 0)), "ok"),
