@@ -147,6 +147,13 @@ WRITTEN: Tuple[Tuple[str, Setup, Tuple[Any, ...], str], ...] = (
     ("blocks destination", V2, (SRC, BDST, Pull(ReqKey(P_ID, 1), 0)), "LLM_PARAM_INVALID"),
     ("blocks source", V2, (BSRC, DST, Pull(IdKey(P_ID, 0, 0), 0)), "LLM_PARAM_INVALID"),
     ("layer range", V2, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 1, -1, Layers((1, 2), (0, 1)))), "ok"),
+    ("layer range of the source only", V2, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 1, -1, Layers((1, 2)))), "ok"),
+    (
+        "layer range of the destination only v1",
+        V1,
+        (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 0, -1, Layers(None, (0, 1)))),
+        "LLM_PARAM_INVALID",
+    ),
     ("offsets v1", V1, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 1, 64, Layers(src_offset=32))), "ok"),
     ("destination offset v1", V1, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 1, 64, Layers(dst_offset=64))), "ok"),
     (
