@@ -17,11 +17,6 @@ logger.addHandler(logging.NullHandler())
 world_logger = logging.getLogger(LOGGER_NAME + ".world")
 
 
-def world_debug() -> bool:
-    """Whether ``world_event`` lines are on (so a caller makes the event only for them)."""
-    return world_logger.isEnabledFor(logging.DEBUG)
-
-
 def world_event(event: object) -> None:
     """One DEBUG line for a world event or API call, in the trace's readable form (``str(event)``)."""
     if world_logger.isEnabledFor(logging.DEBUG):

@@ -6,7 +6,7 @@ the same time pass and commits the same bytes with a few lookups (issue 15).
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -37,13 +37,23 @@ from datadist_sim._world.transfer import (
 from datadist_sim._world.world import SimWorld, store_of
 
 
-class PullRequest(NamedTuple):
-    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id`` (blocks or batches)."""
+class PullRequest:
+    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id`` (blocks or batches).
+    A slotted class rather than a ``NamedTuple``: one is made on every pull, and this costs less."""
 
-    dst_cache_id: int
-    key: Key
-    params: PullParams
-    blocks: bool
+    __slots__ = ("blocks", "dst_cache_id", "key", "params")
+
+    def __init__(self, dst_cache_id: int, key: Key, params: PullParams, blocks: bool) -> None:
+        self.dst_cache_id = dst_cache_id
+        self.key = key
+        self.params = params
+        self.blocks = blocks
+
+    def __repr__(self) -> str:
+        return (
+            f"PullRequest(dst_cache_id={self.dst_cache_id!r}, key={self.key!r}, params={self.params!r}, "
+            f"blocks={self.blocks!r})"
+        )
 
 
 Plan = Union[BlockRanges, Contiguous]
@@ -54,8 +64,8 @@ range by range."""
 def _plan_pull(
     world: SimWorld, node: ClusterNode, request: PullRequest
 ) -> Tuple[NodeCaches, CacheEntry, Optional[EngineKey], Plan]:
-    dst_cache_id, key, params, blocks = request
-    dst = store_of(world, node).live(dst_cache_id)
+    key, params, blocks = request.key, request.params, request.blocks
+    dst = store_of(world, node).live(request.dst_cache_id)
     if (params.src_tensors or params.dst_tensors) and node.mode is Mode.CACHE_MANAGER:
         # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
         # ``dflow/llm_datadist/v1/common/cache_engine.cc:70-95``)
@@ -166,13 +176,14 @@ def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer
     else, this returns False having changed nothing, and ``_plan_pull`` plans the pull (and names what
     fails) from the same state. Under the world lock, with no other thread (so the stores need no lock of
     their own) and no fault rule."""
-    dst_cache_id, key, params, blocks = request
+    key, params = request.key, request.params
     remote_id = key.cluster_id
     local = world.caches.get(node.cluster_id)
     store = world.caches.get(remote_id)
     remote = world.node(remote_id)
+    now = world.now()
     if (
-        blocks
+        request.blocks
         or params.src_tensors
         or params.dst_tensors
         or params.src_offset > 0
@@ -184,7 +195,7 @@ def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer
         or not remote.alive
         or store.legacy_codes
         or remote_id == node.cluster_id
-        or peer.since > world.now()
+        or peer.since > now
         or (
             (peer.instance is not None and peer.instance is not remote)
             if node.hixl
@@ -192,7 +203,7 @@ def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer
         )
     ):
         return False
-    dst = local.caches.get(dst_cache_id)
+    dst = local.caches.get(request.dst_cache_id)
     if dst is None or dst.released or dst.is_blocks:
         return False
     src, src_batch, consume = store.lookup(key)  # what it raises, ``_plan_pull`` raises here too
@@ -214,8 +225,7 @@ def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer
     )
     if not (source and target) or seconds > node.settings.sync_kv_timeout_ms / 1000.0:
         return False
-    start = world.now()
-    world.clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
+    world.clock.sleep(now + seconds - now)  # as ``_pass_time`` with nothing due
     s0, d0 = src_batch * batch_bytes, batch_index * dst.batch_bytes
     for s, d in zip(source, target):
         d[d0 : d0 + chunk] = s[s0 : s0 + chunk]

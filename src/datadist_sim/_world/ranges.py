@@ -14,26 +14,69 @@ on that geometry (``layer_wise_transfer_job.cc:28-44``, ``141-142``), whichever 
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
 from datadist_sim._world.errors import SimError
 
 
-class PullParams(NamedTuple):
-    """Which part of a cache a pull or push moves (the real ``pull_cache_v2`` parameters, by name)."""
+class PullParams:
+    """Which part of a cache a pull or push moves (the real ``pull_cache_v2`` parameters, by name). A
+    slotted class rather than a ``NamedTuple``: one is made on every pull, and this costs less to make."""
 
-    size: int
-    """Bytes per tensor of a contiguous pull; -1 for the whole batch."""
-    batch_index: int
-    src_blocks: Sequence[int]
-    dst_blocks: Sequence[int]
-    src_tensors: Sequence[int]
-    dst_tensors: Sequence[int]
-    src_offset: int
-    dst_offset: int
-    tensor_num_per_layer: int
+    __slots__ = (
+        "batch_index",
+        "dst_blocks",
+        "dst_offset",
+        "dst_tensors",
+        "size",
+        "src_blocks",
+        "src_offset",
+        "src_tensors",
+        "tensor_num_per_layer",
+    )
+
+    def __init__(
+        self,
+        size: int,
+        batch_index: int,
+        src_blocks: Sequence[int],
+        dst_blocks: Sequence[int],
+        src_tensors: Sequence[int],
+        dst_tensors: Sequence[int],
+        src_offset: int,
+        dst_offset: int,
+        tensor_num_per_layer: int,
+    ) -> None:
+        self.size = size
+        """Bytes per tensor of a contiguous pull; -1 for the whole batch."""
+        self.batch_index = batch_index
+        self.src_blocks = src_blocks
+        self.dst_blocks = dst_blocks
+        self.src_tensors = src_tensors
+        self.dst_tensors = dst_tensors
+        self.src_offset = src_offset
+        """Bytes into each source batch (-1: 0)."""
+        self.dst_offset = dst_offset
+        self.tensor_num_per_layer = tensor_num_per_layer
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _PARAM_FIELDS)
+        return f"PullParams({fields})"
+
+
+_PARAM_FIELDS = (
+    "size",
+    "batch_index",
+    "src_blocks",
+    "dst_blocks",
+    "src_tensors",
+    "dst_tensors",
+    "src_offset",
+    "dst_offset",
+    "tensor_num_per_layer",
+)
 
 
 Range = Tuple[int, int, int]
@@ -118,7 +161,13 @@ class Contiguous:
 
 
 def contiguous_plan(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> Contiguous:
-    size, batch_index, _, _, src_idx, dst_idx, src_off, dst_off, _ = params
+    size, batch_index, src_off, dst_off = (
+        params.size,
+        params.batch_index,
+        params.src_offset,
+        params.dst_offset,
+    )
+    src_idx, dst_idx = params.src_tensors, params.dst_tensors
     if dst.is_blocks or src.is_blocks:
         raise SimError(_P, "blocks and contiguous caches cannot be mixed in pull_cache")
     if batch_index >= dst.batch_size:
@@ -205,7 +254,8 @@ class BlockRanges:
 
 
 def blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: PullParams) -> BlockRanges:
-    _, _, src_blocks, dst_blocks, src_idx, dst_idx, _, _, _ = params
+    src_blocks, dst_blocks = params.src_blocks, params.dst_blocks
+    src_idx, dst_idx = params.src_tensors, params.dst_tensors
     if not dst.is_blocks:
         raise SimError(_P, "pull_blocks needs a blocks cache as destination")
     block = dst.batch_bytes
@@ -261,7 +311,8 @@ def push_ranges(
     """A layer-wise push into a remote cache: cache-to-cache when ``dst_blocks`` is empty, else into the
     named blocks (``layer_wise_transfer_job.cc:141-149``); the source's tensor count must divide into
     layers first (``:129-133``)."""
-    _, _, _, dst_blocks, src_idx, dst_idx, _, _, per_layer = params
+    dst_blocks, per_layer = params.dst_blocks, params.tensor_num_per_layer
+    src_idx, dst_idx = params.src_tensors, params.dst_tensors
     check_layer_split(src.num_tensors, per_layer, "source")
     if not dst_blocks:
         return cache_to_cache_ranges(src, src_batch, dst, dst_batch, tensor_pairs(src, dst, src_idx, dst_idx))

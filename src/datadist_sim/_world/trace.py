@@ -8,6 +8,7 @@ a fault fired, a cluster killed). The same seed, scenario and client give a byte
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections import Counter, deque
@@ -15,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+from datadist_sim import _log
+from datadist_sim._log import world_logger as _WORLD_LOG
+
+_DEBUG = logging.DEBUG
 PathOrFile = Union[str, Path, IO[str]]
 Observer = Callable[["TraceEvent"], None]
 
@@ -55,8 +60,8 @@ def open_trace_sink(template: Union[str, Path], mode: str = "w") -> IO[str]:
 
 
 _FIELDS = ("time", "cluster_id", "op", "outcome", "detail", "args", "kind")
-ArgsFormat = Callable[[Tuple[Any, ...], Dict[str, Any]], str]
-_Call = Tuple[float, Optional[int], str, str, str, ArgsFormat, Tuple[Any, ...], Dict[str, Any]]
+ArgsFormat = Callable[[Tuple[Any, ...], Optional[Dict[str, Any]]], str]
+_Call = Tuple[float, Optional[int], str, str, str, ArgsFormat, Tuple[Any, ...], Optional[Dict[str, Any]]]
 """A call's fields as ``Trace.record_call`` keeps them until the trace is read."""
 
 
@@ -65,7 +70,7 @@ class _Shown:
 
     __slots__ = ("args", "kwargs", "shown")
 
-    def __init__(self, shown: ArgsFormat, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+    def __init__(self, shown: ArgsFormat, args: Tuple[Any, ...], kwargs: Optional[Dict[str, Any]]) -> None:
         self.shown, self.args, self.kwargs = shown, args, kwargs
 
     def __str__(self) -> str:
@@ -146,7 +151,11 @@ class Trace:
     """Keeps the last ``maxlen`` events so memory stays bounded however long a run lasts; a ``sink``
     (an open text file) also receives every event as a JSON line, so nothing is lost in long runs."""
 
-    def __init__(self, maxlen: int = 10_000, sink: Optional[IO[str]] = None) -> None:
+    def __init__(
+        self, maxlen: int = 10_000, sink: Optional[IO[str]] = None, now: Callable[[], float] = float
+    ) -> None:  # ``float()`` is 0.0: a trace without a clock stamps its calls at time 0
+        self._now = now
+        """Simulated time now (the world's clock), which ``record_call`` stamps a call with."""
         self._events: deque[Union[TraceEvent, _Call]] = deque(maxlen=maxlen)
         self._lock = threading.Lock()
         self._sink = sink
@@ -165,24 +174,26 @@ class Trace:
 
     def record_call(
         self,
-        time: float,
         cluster_id: Optional[int],
         op: str,
         outcome: str,
         detail: str,
         shown: ArgsFormat,
         args: Tuple[Any, ...],
-        kwargs: Dict[str, Any],
+        kwargs: Optional[Dict[str, Any]],
     ) -> None:
-        """One API call (``kind="call"``), its arguments shown by ``shown(args, kwargs)`` when read. Kept
-        as its fields until someone reads the trace, which makes its ``TraceEvent`` then (one per call
-        costs more than the rest of a small pull's bookkeeping); made at once when a sink or an observer
-        is there to see it."""
-        if self._sink is not None or _observers:
-            self.record(call_event((time, cluster_id, op, outcome, detail, shown, args, kwargs)))
+        """One API call (``kind="call"``) now, its arguments shown by ``shown(args, kwargs)`` when read.
+        Kept as its fields until someone reads the trace, which makes its ``TraceEvent`` then (one per
+        call costs more than the rest of a small pull's bookkeeping); made at once when a sink, an
+        observer or the DEBUG log (as ``SimWorld.record`` logs an event) is there to see it."""
+        fields = (self._now(), cluster_id, op, outcome, detail, shown, args, kwargs)
+        if self._sink is not None or _observers or _WORLD_LOG.isEnabledFor(_DEBUG):
+            event = call_event(fields)
+            self.record(event)
+            _log.world_event(event)
             return
         with self._lock:
-            self._events.append((time, cluster_id, op, outcome, detail, shown, args, kwargs))
+            self._events.append(fields)
             self.total += 1
             self._kept_as_fields = True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import IO, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
@@ -17,7 +17,7 @@ from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSetting
 from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.trace import ArgsFormat, Trace, TraceEvent, call_event
+from datadist_sim._world.trace import Trace, TraceEvent
 from datadist_sim.faults.plan import FaultPlan
 
 WILDCARD_IP = "0.0.0.0"
@@ -56,7 +56,10 @@ class SimWorld:
         """The calling thread takes part in this world now (the face calls it at each public call;
         a ``VirtualClock`` waits for such threads before it lets time jump)."""
         self.config = config if config is not None else SimConfig()
-        self.trace = Trace(trace_size, sink=trace_sink)
+        self.trace = Trace(trace_size, sink=trace_sink, now=self.clock.now)
+        self.record_call = self.trace.record_call
+        """``record`` of one API call, as the face traces each of its public calls
+        (``Trace.record_call``): its arguments are kept as given and formatted when read (issue 15)."""
         self.lock = threading.RLock()
         self._nodes: Dict[int, ClusterNode] = {}
         self._listeners: Dict[Endpoint, int] = {}
@@ -331,23 +334,6 @@ class SimWorld:
         event = TraceEvent(self.clock.now(), cluster_id, op, outcome, detail, args, kind)
         self.trace.record(event)
         _log.world_event(event)
-
-    def record_call(
-        self,
-        cluster_id: Optional[int],
-        op: str,
-        outcome: str,
-        detail: str,
-        shown: ArgsFormat,
-        args: Tuple[Any, ...],
-        kwargs: Dict[str, Any],
-    ) -> None:
-        """``record`` of one API call, as the face traces each of its public calls: its arguments are
-        kept as given and shown by ``shown(args, kwargs)`` when someone reads the trace (issue 15)."""
-        now = self.clock.now()
-        self.trace.record_call(now, cluster_id, op, outcome, detail, shown, args, kwargs)
-        if _log.world_debug():
-            _log.world_event(call_event((now, cluster_id, op, outcome, detail, shown, args, kwargs)))
 
     def __repr__(self) -> str:
         return f"SimWorld(seed={self.seed}, clusters={sorted(self._nodes)}, clock={self.clock!r})"

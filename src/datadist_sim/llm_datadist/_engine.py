@@ -22,6 +22,7 @@ from datadist_sim._world.door import (
     at_door,
     meet_door_faults,
 )
+from datadist_sim.llm_datadist._finalizers import deferred, run_deferred
 from datadist_sim.llm_datadist.status import handle_llm_status
 from datadist_sim.llm_datadist.utils.utils import UINT64_MAX
 
@@ -58,6 +59,8 @@ def api_call(method: F) -> F:
         world: Optional[SimWorld] = getattr(self, "_world", None)
         if world is None or _SCOPE.get() is not None:
             return method(self, *args, **kwargs)
+        if deferred:  # caches the garbage collector freed: deallocated now, outside the collection
+            run_deferred()
         world.touch()
         node = getattr(self, "_node", None)
         token = _SCOPE.set(CallScope(world, node, op, inside_engine))
@@ -81,10 +84,14 @@ def api_call(method: F) -> F:
                 if type(value) not in kept:
                     args = tuple([v if type(v) in kept else _freeze(v) for v in args])
                     break
-            if kwargs:
-                kwargs = {k: _freeze(v) for k, v in kwargs.items()}
             world.record_call(
-                None if node is None else node.cluster_id, op, outcome, detail, short_args, args, kwargs
+                None if node is None else node.cluster_id,
+                op,
+                outcome,
+                detail,
+                short_args,
+                args,
+                {k: _freeze(v) for k, v in kwargs.items()} if kwargs else None,
             )
 
     return wrapper  # type: ignore[return-value]
@@ -141,14 +148,14 @@ class _Seq:
 def _freeze(value: object) -> object:
     if type(value) in _KEPT:
         return value
-    if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
-        return _Seq(value)  # type: ignore[arg-type]
-    if isinstance(value, (list, tuple)) and _compact(value) is None:
-        return _Seq(value)
     name = type(value).__name__
     cache_id = getattr(value, "cache_id", None) if name == "KvCache" else None
     if isinstance(cache_id, int):  # a KvCache frees itself on garbage collection: keep only its id
         return _Shown(f"KvCache({cache_id})")
+    if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
+        return _Seq(value)  # type: ignore[arg-type]
+    if isinstance(value, (list, tuple)) and _compact(value) is None:
+        return _Seq(value)
     return _Shown(short(value))
 
 
@@ -199,8 +206,8 @@ def short(value: object, limit: int = 48) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def short_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
+def short_args(args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]) -> str:
+    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in (kwargs or {}).items()]
     return ", ".join(parts)
 
 

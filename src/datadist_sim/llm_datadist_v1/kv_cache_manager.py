@@ -10,7 +10,7 @@ mode (reference §7.2, §12): exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY``, a pull
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
@@ -51,6 +51,9 @@ from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
 _NUM_TENSORS_PER_LAYER = 2
+_UINT32_MAX, _INT64_MAX = 2**32 - 1, 2**63 - 1
+_PULL_KEY_TYPES: FrozenSet[type] = frozenset({CacheKey, CacheKeyByIdAndIndex})
+"""The key classes ``pull_cache`` takes as they are (its plain happy-path check)."""
 _INVALID_ID = 2**64 - 1
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 
@@ -208,6 +211,43 @@ class KvCacheManager:
         size: int = -1,
         **kwargs: Any,
     ) -> None:
+        if (
+            not kwargs
+            and self._role == LLMRole.DECODER
+            and type(cache_key) in _PULL_KEY_TYPES
+            and type(kv_cache) is KvCache
+            and type(size) is int
+            and (size == -1 or 0 < size <= _INT64_MAX)
+            and type(batch_index) is int
+            and 0 <= batch_index <= _UINT32_MAX
+            and not self._is_cpu_cache(kv_cache)
+        ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
+            if isinstance(cache_key, CacheKey):
+                check_cache_key(cache_key)
+                packed = pack_cache_key(cache_key)
+            else:
+                packed = pack_cache_key_by_id(cache_key)
+            params = door.PullParams(size, batch_index, (), (), (), (), -1, -1, _NUM_TENSORS_PER_LAYER)
+        else:
+            packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
+        request = door.PullRequest(kv_cache.cache_id, packed, params, False)
+        try:
+            door.pull(self._world, self._node, request)
+        except SimError as exc:
+            engine_failed(exc, "[pull_cache]", "cache_key = {}", cache_key)
+
+    def _check_pull_cache(
+        self,
+        cache_key: Union[CacheKey, CacheKeyByIdAndIndex],
+        kv_cache: KvCache,
+        batch_index: int,
+        size: int,
+        kwargs: Dict[str, Any],
+    ) -> Tuple[door.Key, door.PullParams]:
+        """``pull_cache``'s checks in the vendor's order, with its messages (GE
+        ``api/python/llm_datadist_v1/kv_cache_manager.py:344-370``), and what they make: the packed key
+        and the pull's parameters. ``pull_cache`` skips them when a few plain comparisons show they all
+        pass."""
         src_layer_range = kwargs.get("src_layer_range")
         dst_layer_range = kwargs.get("dst_layer_range")
         src_cache_offset = kwargs.get("src_cache_offset")
@@ -244,11 +284,7 @@ class KvCacheManager:
         params = door.PullParams(
             size, batch_index, [], [], src_idx, dst_idx, src_off, dst_off, tensor_num_per_layer
         )
-        request = door.PullRequest(kv_cache.cache_id, packed, params, False)
-        try:
-            door.pull(self._world, self._node, request)
-        except SimError as exc:
-            engine_failed(exc, "[pull_cache]", "cache_key = {}", cache_key)
+        return packed, params
 
     # -- local copies --------------------------------------------------------------------------------
 

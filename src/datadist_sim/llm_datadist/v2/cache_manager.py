@@ -330,8 +330,9 @@ class CacheManager(LocalCacheOps, PushOps):
         kwargs: Dict[str, Any],
     ) -> Tuple[List[int], List[int], int]:
         """``pull_cache``'s checks in the vendor's order, with its messages (hixl
-        ``v2/cache_manager.py``, ``pull_cache``); returns the tensor indices of the layer ranges and the
-        tensors per layer. ``pull_cache`` skips them when a few plain comparisons show they all pass."""
+        ``src/python/llm_datadist/llm_datadist/v2/cache_manager.py:282-303``); returns the tensor indices
+        of the layer ranges and the tensors per layer. ``pull_cache`` skips them when a few plain
+        comparisons show they all pass."""
         if self._enable_remote_cache_accessible:
             check_isinstance("cache_key", cache_key, CacheKeyByIdAndIndex)
         else:

@@ -156,6 +156,16 @@ def pack_cache_key(cache_key: CacheKey) -> PackedKey:
 
 
 def pack_cache_key_by_id(cache_key: CacheKeyByIdAndIndex) -> PackedKey:
+    if type(cache_key) is CacheKeyByIdAndIndex:  # its own fields, read without the properties' calls
+        return Key(
+            cache_key._prompt_cluster_id,
+            cache_key._prompt_cache_id,
+            cache_key._prompt_batch_index,
+            _INVALID_ID,
+            _INVALID_ID,
+            0,
+            False,
+        )
     return Key(
         cache_key.cluster_id,
         cache_key.cache_id,
