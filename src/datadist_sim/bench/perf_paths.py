@@ -31,7 +31,8 @@ def _by_id_cost(keys: int, repeat: int, inner: int) -> float:
         pair.prompt_cm.remove_cache_key(CacheKey(pair.prompt_id, req_id=2**63))  # batch 0 has no key
         dst = pair.decode_cm.allocate_cache(CacheDesc(1, [1, 64], DataType.DT_FLOAT16))
         key = CacheKeyByIdAndIndex(pair.prompt_id, src.cache_id, 0)
-        return best_of(repeat, lambda: pair.decode_cm.pull_cache(key, dst, 0), inner)
+        manager = pair.decode_cm
+        return best_of(repeat, lambda: manager.pull_cache(key, dst, 0), inner)
 
 
 def pull_by_id_vs_keys(repeat: int, inner: int) -> List[Figure]:

@@ -39,12 +39,13 @@ def pull_cost_vs_links(links: int) -> float:
         for i, dd in enumerate(pair.prompts):
             src = dd.cache_manager.allocate_cache(TINY)
             keys.append(CacheKeyByIdAndIndex(i + 1, src.cache_id, 0))
-        dst = pair.decode_cm.allocate_cache(TINY)
+        manager = pair.decode_cm
+        dst = manager.allocate_cache(TINY)
         cursor = [0]
 
         def pull() -> None:
             cursor[0] = (cursor[0] + 1) % len(keys)
-            pair.decode_cm.pull_cache(keys[cursor[0]], dst, 0)
+            manager.pull_cache(keys[cursor[0]], dst, 0)
 
         return best_of(3, pull, 1000)
 
@@ -70,13 +71,14 @@ def pull_cost_vs_live_keys(live: int, pulls: int = 300, repeat: int = 3) -> floa
     """Pulls by ``CacheKey`` (each consumes its key) while ``live`` other keys wait; best of ``repeat``."""
     with Pair(backed=False, pool_bytes=1 << 34) as pair:
         _keyed(pair, live)
-        dst = pair.decode_cm.allocate_cache(TINY)
+        manager = pair.decode_cm
+        dst = manager.allocate_cache(TINY)
         best = float("inf")
         for i in range(repeat):
             pulled = _keyed(pair, pulls, first_req=live + i * pulls)
             start = CLOCK()
             for key in pulled:
-                pair.decode_cm.pull_cache(key, dst, 0)
+                manager.pull_cache(key, dst, 0)
             best = min(best, (CLOCK() - start) / pulls)
         return best
 
