@@ -22,6 +22,7 @@ from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMStatusCode
+from datadist_sim.llm_datadist.v2.cache_manager import CacheManager
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
 from datadist_sim.llm_datadist.v2.llm_types import (
     BlocksCacheKey,
@@ -90,9 +91,12 @@ def buffers_for(case: Case) -> Dict[int, List[np.ndarray]]:
 
 
 @contextmanager
-def paths(fast: bool) -> Iterator[Dict[str, int]]:
+def paths(fast: bool, face_shortcut: bool = True) -> Iterator[Dict[str, int]]:
     """Count the pulls each path takes; with ``fast=False`` the fast path declines every pull, so
-    ``pulls.pull`` goes on to its general path (``_activity`` and ``_run``, planned by ``_plan_pull``)."""
+    ``pulls.pull`` goes on to its general path (``_activity`` and ``_run``, planned by ``_plan_pull``).
+    With ``face_shortcut=False`` the v2 face's ``pull_cache`` runs its checks in the vendor's order on
+    every call (``_check_pull_cache``) instead of first trying its plain happy-path comparison, which
+    takes no key type then (``CacheManager._pull_key_types``)."""
     counts = {"fast": 0, "fast_done": 0, "general": 0}
     real_fast, real_run = pulls._fast_pull, pulls._run
 
@@ -112,14 +116,24 @@ def paths(fast: bool) -> Iterator[Dict[str, int]]:
         counts["general"] += 1
         real_run(*args, **kwargs)
 
+    real_init = CacheManager.__init__
+
+    def init(self: CacheManager, *args: Any) -> None:
+        real_init(self, *args)
+        self._pull_key_types = frozenset()
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pulls, "_fast_pull", fast_pull)
         mp.setattr(pulls, "_run", run)
+        if not face_shortcut:
+            mp.setattr(CacheManager, "__init__", init)
         yield counts
 
 
-def run(case: Case, buffers: Dict[int, List[np.ndarray]], *, fast: bool) -> Result:
-    """Run ``case`` in a fresh world (same seed every time) with the fast path on or off."""
+def run(
+    case: Case, buffers: Dict[int, List[np.ndarray]], *, fast: bool, face_shortcut: bool = True
+) -> Result:
+    """Run ``case`` in a fresh world (same seed every time) with the fast paths on or off (``paths``)."""
     setup = case.setup
     clock = _OtherClock() if setup.other_clock else VirtualClock()
     config = SimConfig(pause_wall_limit_s=0.05, legacy_codes=setup.legacy, metadata_only=setup.metadata_only)
@@ -127,7 +141,7 @@ def run(case: Case, buffers: Dict[int, List[np.ndarray]], *, fast: bool) -> Resu
     for bufs in buffers.values():
         for b in bufs:
             b[...] = 0
-    with paths(fast) as counts, activate(world):
+    with paths(fast, face_shortcut) as counts, activate(world):
         try:
             records = _Runner(world, setup, buffers).run(case.steps)
         finally:
@@ -382,12 +396,16 @@ def first_difference(a: Result, b: Result) -> Optional[str]:
 
 
 def agree(case: Case) -> Tuple[Result, Result]:
-    """Run ``case`` with the fast path on and off; fail naming the first difference."""
+    """Run ``case`` as shipped, with the world's pull fast path off, and with the v2 face's happy-path
+    shortcut off; fail naming the first difference of either from the first."""
     buffers = buffers_for(case)
     fast = run(case, buffers, fast=True)
     general = run(case, buffers, fast=False)
     difference = first_difference(fast, general)
-    assert difference is None, difference
+    assert difference is None, f"world fast path on (fast) and off (general): {difference}"
+    vendor_order = run(case, buffers, fast=True, face_shortcut=False)
+    difference = first_difference(fast, vendor_order)
+    assert difference is None, f"face shortcut on (fast) and off (general): {difference}"
     assert general.fast == 0
     assert general.general >= fast.fast_done, "a pull the fast path completed did not reach transfer._run"
     return fast, general

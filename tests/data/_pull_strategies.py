@@ -49,9 +49,11 @@ SEQ = (2, 4, 8, 1, 0)
 """A batch of one tensor is ``seq * 32`` bytes: 64, 128, 256, 32, or nothing."""
 BATCH = st.integers(1, 3)
 NUM_BLOCKS = st.integers(2, 6)
-BATCH_INDEX = st.sampled_from([0, 0, 1, 2, 3])
-SIZE = st.sampled_from([-1, -1, -1, -1, 64, 32, 128, 256, 0, 512, 1 << 20])
-"""Whole batch, smaller sizes that fit some batches, 0 (refused), sizes too big for any."""
+BATCH_INDEX = st.sampled_from([0, 0, 1, 2, 3, 0, 0, 1, 2, 3, 1 << 32])
+"""In range or not for the caches; the last one no uint32 (the face refuses it)."""
+SIZE = st.sampled_from([-1, -1, -1, -1, 64, 32, 128, 256, 0, 512, 1 << 20, -1, -1, -1, -2, 1 << 63])
+"""Whole batch, smaller sizes that fit some batches, 0 (refused), sizes too big for any, and two no
+valid size at all (-2, past int64)."""
 CACHE = st.sampled_from([0, 0, 1, 2, -1])
 """Which Prompt cache a key by id names, by allocation order (-1: an id never given)."""
 DST_INDEX = st.sampled_from([0, 0, 1, 2, -1, -2])
