@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 import pytest
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
+from tests.fabric.test_comm_link import RANK_TABLE
 from tests.reliability._common import snapshot
 
 from datadist_sim._status_v1 import LLM_ERRORS
@@ -29,6 +30,7 @@ from datadist_sim.llm_datadist.v2.llm_types import (
     CacheDesc,
     CacheKey,
     CacheKeyByIdAndIndex,
+    RegisterMemStatus,
 )
 
 from ._pull_script import (
@@ -136,7 +138,12 @@ def run(
     """Run ``case`` in a fresh world (same seed every time) with the fast paths on or off (``paths``)."""
     setup = case.setup
     clock = _OtherClock() if setup.other_clock else VirtualClock()
-    config = SimConfig(pause_wall_limit_s=0.05, legacy_codes=setup.legacy, metadata_only=setup.metadata_only)
+    config = SimConfig(
+        pause_wall_limit_s=0.05,
+        legacy_codes=setup.legacy,
+        metadata_only=setup.metadata_only,
+        comm_timeout_keeps_link=setup.comm_keeps_link,
+    )
     world = SimWorld(seed=11, clock=clock, config=config)
     for bufs in buffers.values():
         for b in bufs:
@@ -164,7 +171,9 @@ class _Runner:
         self.d = make(
             LLMRole.DECODER, D_ID, build(f"{DECODE_IP}:{PORT + 1}" if setup.hixl else "", **self.extra)
         )
-        if setup.linked:
+        if setup.linked and setup.comm:
+            self.comm_link()
+        elif setup.linked:
             assert self.act("link")[0] is LLMStatusCode.LLM_SUCCESS
         if setup.bandwidth is not None:
             world.set_link_bandwidth(D_ID, P_ID, setup.bandwidth)
@@ -174,6 +183,16 @@ class _Runner:
         """The cluster that plays each side (see ``Setup.reverse``)."""
         self.blocks: Dict[int, bool] = {}
         """Whether each handle (by ``id``) is a blocks cache."""
+
+    def comm_link(self) -> None:
+        """Both ends join one rank-table comm; poll until it is OK (time passes as the comm sets up)."""
+        ranks = {P_ID: 0, D_ID: 1}
+        self.p.link("pull", ranks, RANK_TABLE)
+        comm_id = self.d.link("pull", ranks, RANK_TABLE)
+        for _ in range(100):
+            if self.d.query_register_mem_status(comm_id) is not RegisterMemStatus.PREPARING:
+                break
+        assert self.d.query_register_mem_status(comm_id) is RegisterMemStatus.OK
 
     def manager(self, side: int) -> Any:
         dd = self.p if self.real[side] == P_ID else self.d

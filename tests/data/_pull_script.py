@@ -36,6 +36,11 @@ class Setup(NamedTuple):
     reverse: bool = False
     """v2 only: the Prompt pulls from the Decoder (a CacheManager of either role pulls over a two-sided
     link). Sides and key clusters in the script are swapped: ``P_ID`` still names the source side."""
+    comm: bool = False
+    """v2 only: the pair links by rank table (``LLMDataDist.link``, polled until the comm is OK) instead
+    of ``link_clusters``."""
+    comm_keeps_link: bool = False
+    """``SimConfig(comm_timeout_keeps_link=True)``: a timed-out transfer leaves a rank-table link usable."""
 
 
 class ReqKey(NamedTuple):

@@ -76,6 +76,16 @@ LAYERS = st.one_of(
 ACTS = st.sampled_from(["unlink", "link", "unlink", "link", "slow_link", "fast_link"])
 ENDS = st.sampled_from(["restart_prompt", "finalize_prompt", "kill_prompt", "kill_decode"])
 """Acts after which (but for a restart and a link) no pull can succeed: drawn less often."""
+
+
+def _possible(setup: Setup) -> Setup:
+    """What a KvCacheManager cannot do (hixl, a reverse pull, a rank-table link) and what the hixl
+    backend has not (rank-table links) left out."""
+    if not setup.v2:
+        setup = setup._replace(hixl=False, reverse=False, comm=False)
+    return setup._replace(comm=setup.comm and not setup.hixl)
+
+
 WILD_SETUP = st.builds(
     Setup,
     v2=st.booleans(),
@@ -87,7 +97,11 @@ WILD_SETUP = st.builds(
     bandwidth=mostly(None, 1e6, SLOW_BYTES_PER_S),
     linked=mostly(True, False),
     reverse=mostly(False, True),
-).map(lambda s: s if s.v2 else s._replace(hixl=False, reverse=False))  # both need the CacheManager
+    comm=mostly(False, True),
+    comm_keeps_link=st.booleans(),
+).map(_possible)
+
+
 PLAIN_SETUP = st.builds(
     lambda v2, other, reverse: Setup(v2=v2, other_clock=other, reverse=v2 and reverse),
     st.booleans(),

@@ -205,6 +205,19 @@ WRITTEN: Tuple[Tuple[str, Setup, Tuple[Any, ...], str], ...] = (
         ),
         "ok",
     ),
+    ("rank-table link", Setup(v2=True, comm=True), (SRC, DST, Pull(ReqKey(P_ID, 1), 0)), "ok"),
+    (
+        "rank-table link broken by a timeout",
+        Setup(v2=True, comm=True, bandwidth=SLOW_BYTES_PER_S),
+        (SRC, DST, Pull(ReqKey(P_ID, 1), 0), Pull(ReqKey(P_ID, 2), 0, 1, 32)),
+        "LLM_NOT_YET_LINK",
+    ),
+    (
+        "rank-table link kept after a timeout",
+        Setup(v2=True, comm=True, comm_keeps_link=True, bandwidth=SLOW_BYTES_PER_S),
+        (SRC, DST, Pull(ReqKey(P_ID, 1), 0), Pull(ReqKey(P_ID, 2), 0, 1, 32)),
+        "ok",
+    ),
     ("hixl, by id", Setup(v2=True, hixl=True), (SRC, DST, Pull(IdKey(P_ID, 0, 1), 0)), "ok"),
     (
         "prompt restarted, its new cache named by id",
