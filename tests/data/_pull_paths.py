@@ -32,6 +32,7 @@ from datadist_sim.llm_datadist.v2.llm_types import (
     CacheKeyByIdAndIndex,
     RegisterMemStatus,
 )
+from datadist_sim.llm_datadist_v1 import kv_cache_manager
 
 from ._pull_script import (
     HIDDEN,
@@ -96,9 +97,9 @@ def buffers_for(case: Case) -> Dict[int, List[np.ndarray]]:
 def paths(fast: bool, face_shortcut: bool = True) -> Iterator[Dict[str, int]]:
     """Count the pulls each path takes; with ``fast=False`` the fast path declines every pull, so
     ``pulls.pull`` goes on to its general path (``_activity`` and ``_run``, planned by ``_plan_pull``).
-    With ``face_shortcut=False`` the v2 face's ``pull_cache`` runs its checks in the vendor's order on
+    With ``face_shortcut=False`` each face's ``pull_cache`` runs its checks in the vendor's order on
     every call (``_check_pull_cache``) instead of first trying its plain happy-path comparison, which
-    takes no key type then (``CacheManager._pull_key_types``)."""
+    takes no key type then (``CacheManager._pull_key_types``, ``kv_cache_manager._PULL_KEY_TYPES``)."""
     counts = {"fast": 0, "fast_done": 0, "general": 0}
     real_fast, real_run = pulls._fast_pull, pulls._run
 
@@ -129,6 +130,7 @@ def paths(fast: bool, face_shortcut: bool = True) -> Iterator[Dict[str, int]]:
         mp.setattr(pulls, "_run", run)
         if not face_shortcut:
             mp.setattr(CacheManager, "__init__", init)
+            mp.setattr(kv_cache_manager, "_PULL_KEY_TYPES", frozenset())
         yield counts
 
 

@@ -34,8 +34,9 @@ class Setup(NamedTuple):
     """Bytes/s of the Decode-Prompt link (None: the default RoCE figure)."""
     linked: bool = True
     reverse: bool = False
-    """v2 only: the Prompt pulls from the Decoder (a CacheManager of either role pulls over a two-sided
-    link). Sides and key clusters in the script are swapped: ``P_ID`` still names the source side."""
+    """The Prompt pulls from the Decoder (a CacheManager of either role pulls over a two-sided link; a
+    KvCacheManager Prompt is refused). Sides and key clusters in the script are swapped: ``P_ID`` still
+    names the source side."""
     comm: bool = False
     """v2 only: the pair links by rank table (``LLMDataDist.link``, polled until the comm is OK) instead
     of ``link_clusters``."""

@@ -79,10 +79,10 @@ ENDS = st.sampled_from(["restart_prompt", "finalize_prompt", "kill_prompt", "kil
 
 
 def _possible(setup: Setup) -> Setup:
-    """What a KvCacheManager cannot do (hixl, a reverse pull, a rank-table link) and what the hixl
-    backend has not (rank-table links) left out."""
+    """What a KvCacheManager cannot do (hixl, a rank-table link) and what the hixl backend has not
+    (rank-table links) left out. (A KvCacheManager Prompt's pull is refused, by role: a case too.)"""
     if not setup.v2:
-        setup = setup._replace(hixl=False, reverse=False, comm=False)
+        setup = setup._replace(hixl=False, comm=False)
     return setup._replace(comm=setup.comm and not setup.hixl)
 
 

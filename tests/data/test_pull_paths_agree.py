@@ -4,7 +4,7 @@ of calls run with it (as shipped) and without it (``_fast_pull`` declines, so ev
 exception class, status code and message), the same books (keys consumed or kept, caches, pools, link
 ends, the exact simulated time), the same bytes in every cache and the same trace. Both faces, both
 key kinds, bad indices and sizes, layer ranges, registered memory, legacy codes, timeouts, links gone.
-The v2 face's own shortcut (a plain happy-path comparison before the vendor-order checks of
+Each face's own shortcut (a plain happy-path comparison before the vendor-order checks of
 ``pull_cache``) is held to the same standard: a third run takes the vendor-order checks every time.
 
 ``DATADIST_SIM_RELIABILITY=nightly`` runs ten times the examples (``tests/reliability/_common.py``).
@@ -133,6 +133,7 @@ WRITTEN: Tuple[Tuple[str, Setup, Tuple[Any, ...], str], ...] = (
     ("batch_index past uint32 v1", V1, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 1 << 32)), "ValueError"),
     ("size past int64", V2, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 0, 1 << 63)), "ValueError"),
     ("size -2", V2, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 0, -2)), "LLM_PARAM_INVALID"),
+    ("size 0 v1", V1, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 0, 0)), "LLM_PARAM_INVALID"),
     ("size 0", V2, (SRC, DST, Pull(ReqKey(P_ID, 1), 0, 0, 0)), "LLM_PARAM_INVALID"),
     ("bigger destination batches", V2, (SRC, Alloc(D_ID, False, 3, 4, 8), Pull(ReqKey(P_ID, 1), 0, 2)), "ok"),
     (
@@ -276,6 +277,12 @@ WRITTEN: Tuple[Tuple[str, Setup, Tuple[Any, ...], str], ...] = (
         Setup(v2=True, reverse=True),
         (SRC, DST, Pull(ReqKey(P_ID, 1), 0)),
         "ok",
+    ),
+    (
+        "a v1 prompt pulls",
+        Setup(v2=False, reverse=True),
+        (SRC, DST, Pull(IdKey(P_ID, 0, 1), 0)),
+        "LLM_PARAM_INVALID",
     ),
     (
         "the prompt pulls from the decoder, which unlinked",
