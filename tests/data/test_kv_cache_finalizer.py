@@ -1,17 +1,17 @@
-"""A v1 ``KvCache`` that is garbage-collected deallocates itself (its ``__del__``, as the real one does).
-When the collector frees it, the deallocation waits for the collection to end (``_finalizers``): a
-public call sets a context variable, and doing that inside a collection that interrupted another
+"""A v1 ``KvCache`` that is garbage-collected deallocates itself (its ``__del__``, as the real one does),
+during the collection as before; but a public call made while a collection runs leaves the call's
+context variable alone (``_finalizers``): setting one inside a collection that interrupted another
 context-variable operation corrupts memory (seen as a segfault in a long test run)."""
 
 from __future__ import annotations
 
 import gc
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
 from datadist_sim._world.world import SimWorld
-from datadist_sim.llm_datadist import _finalizers
+from datadist_sim.llm_datadist import _engine, _finalizers
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.v2.llm_types import CacheDesc
 
@@ -36,41 +36,48 @@ def no_collections() -> Iterator[None]:
         gc.enable()
 
 
-def test_a_dropped_reference_deallocates_at_once(world: SimWorld, no_collections: None) -> None:
-    _, d = pair(v2=False, link=False)
-    cache = d.kv_cache_manager.allocate_cache(_desc())
-    assert _live_caches(world, d.cluster_id) == 1
-    del cache
-    assert _live_caches(world, d.cluster_id) == 0
-    assert not _finalizers.deferred
+class _SpyScope:
+    """Stands in for the face's context variable and counts what sets it."""
+
+    def __init__(self) -> None:
+        self.sets: List[object] = []
+
+    def get(self) -> Optional[object]:
+        return None
+
+    def set(self, value: object) -> object:
+        self.sets.append(value)
+        return len(self.sets)
+
+    def reset(self, token: object) -> None:
+        pass
 
 
-def test_a_cache_the_collector_frees_is_deallocated_by_the_next_call(
+def test_a_cache_the_collector_frees_is_deallocated_during_the_collection(
     world: SimWorld, no_collections: None
 ) -> None:
     _, d = pair(v2=False, link=False)
     cycle: Dict[str, Any] = {"cache": d.kv_cache_manager.allocate_cache(_desc())}
     cycle["self"] = cycle  # only the cyclic collector can free it
     del cycle
-    gc.collect()
-    assert len(_finalizers.deferred) == 1  # left for after the collection, not run inside it
     assert _live_caches(world, d.cluster_id) == 1
-    kept = d.kv_cache_manager.allocate_cache(_desc())  # the next public call runs it first
-    assert not _finalizers.deferred
-    assert _live_caches(world, d.cluster_id) == 1  # the collected one went, the new one stays
-    assert kept.cache_id in world.caches[d.cluster_id].caches
-    calls = [e.op for e in world.trace.calls()]
-    assert calls[-2:] == ["deallocate_cache", "allocate_cache"]
+    gc.collect()
+    assert _live_caches(world, d.cluster_id) == 0
+    assert world.trace.calls()[-1].op == "deallocate_cache"
+    assert not _finalizers.collecting
 
 
-def test_a_deferred_deallocation_that_fails_is_dropped(world: SimWorld, no_collections: None) -> None:
-    """As an error in a finalizer is unraisable, one in a deferred finalizer does not reach the call
-    that runs it."""
-
-    def fails(_: object) -> None:
-        raise RuntimeError("finalizer failed")
-
-    _finalizers.deferred.append((fails, None))
+def test_a_call_inside_a_collection_leaves_the_context_variable_alone(
+    world: SimWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, d = pair(v2=False, link=False)
-    d.kv_cache_manager.allocate_cache(_desc())
-    assert not _finalizers.deferred
+    spy = _SpyScope()
+    monkeypatch.setattr(_engine, "_SCOPE", spy)
+    kept = d.kv_cache_manager.allocate_cache(_desc())
+    assert len(spy.sets) == 1  # an ordinary call sets it
+    monkeypatch.setattr(_finalizers, "collecting", True)
+    cache = d.kv_cache_manager.allocate_cache(_desc())
+    d.kv_cache_manager.deallocate_cache(cache)
+    assert len(spy.sets) == 1  # the calls made while collecting did not
+    assert kept.cache_id in world.caches[d.cluster_id].caches
+    assert [e.op for e in world.trace.calls()[-2:]] == ["allocate_cache", "deallocate_cache"]

@@ -22,7 +22,7 @@ from datadist_sim._world.door import (
     at_door,
     meet_door_faults,
 )
-from datadist_sim.llm_datadist._finalizers import deferred, run_deferred
+from datadist_sim.llm_datadist import _finalizers
 from datadist_sim.llm_datadist.status import handle_llm_status
 from datadist_sim.llm_datadist.utils.utils import UINT64_MAX
 
@@ -53,17 +53,28 @@ def api_call(method: F) -> F:
     shows the call."""
     op = method.__name__
     inside_engine = not at_door(op)
+    # where a face object keeps the scope of its calls of a transfer or link method: that scope never
+    # changes (it is done with the door's faults from the start), so one serves every call while the
+    # object's world and node stay the same, instead of one made per call (issue 15)
+    kept_scope = f"_{op}_scope"
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         world: Optional[SimWorld] = getattr(self, "_world", None)
         if world is None or _SCOPE.get() is not None:
             return method(self, *args, **kwargs)
-        if deferred:  # caches the garbage collector freed: deallocated now, outside the collection
-            run_deferred()
         world.touch()
         node = getattr(self, "_node", None)
-        token = _SCOPE.set(CallScope(world, node, op, inside_engine))
+        if inside_engine:
+            scope = getattr(self, kept_scope, None)
+            if scope is None or scope.node is not node or scope.world is not world:
+                scope = CallScope(world, node, op, True)
+                setattr(self, kept_scope, scope)
+        else:
+            scope = CallScope(world, node, op, False)
+        # inside a garbage collection (a cache's finalizer), the call runs without its scope: setting
+        # a context variable there can corrupt one the collection interrupted (``_finalizers``)
+        token = None if _finalizers.collecting else _SCOPE.set(scope)
         outcome, detail = "LLM_SUCCESS", ""
         try:
             result = method(self, *args, **kwargs)
@@ -77,7 +88,8 @@ def api_call(method: F) -> F:
             outcome = type(exc).__name__
             raise
         finally:
-            _SCOPE.reset(token)
+            if token is not None:
+                _SCOPE.reset(token)
             node = getattr(self, "_node", None)  # init/finalize may have replaced it
             kept = _KEPT if len(_KEPT) > 5 else _kept_types()
             for value in args:

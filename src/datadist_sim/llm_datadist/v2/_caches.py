@@ -8,7 +8,6 @@ import math
 from enum import Enum, IntEnum
 from typing import Any, List, Optional, Protocol, Sequence, Tuple, Union, cast
 
-from datadist_sim.llm_datadist._finalizers import run_or_defer
 from datadist_sim.llm_datadist.data_type import DataType, element_size
 from datadist_sim.llm_datadist.status import LLMException, raise_if_false
 from datadist_sim.llm_datadist.utils.utils import (
@@ -301,7 +300,7 @@ class KvCache:
             manager = getattr(self, "_kv_cache_manager", None)
             if getattr(self, "_valid", False) and manager is not None and manager.is_initialized():
                 _log.info("auto deallocate kv cache: %s", self._cache_id)
-                run_or_defer(manager.deallocate_cache, self)  # after a running collection, if any
+                manager.deallocate_cache(self)
 
     def _invalidate(self) -> None:
         """Called by the manager on deallocate; afterwards ``__del__`` does nothing."""

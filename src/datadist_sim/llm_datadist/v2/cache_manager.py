@@ -299,7 +299,7 @@ class CacheManager(LocalCacheOps, PushOps):
             and 0 <= batch_index <= _UINT32_MAX
             and type(size) is int
             and (size == -1 or 0 < size <= _INT64_MAX)
-            and not cache.is_blocks_cache
+            and not cache._is_blocks_cache
         ):  # every check below passes: skip to the translation
             src_idx: Sequence[int] = ()
             dst_idx: Sequence[int] = ()
