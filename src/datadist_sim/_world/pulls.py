@@ -172,10 +172,10 @@ def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer
     pool-backed contiguous caches over a ready link. Each test below is one of ``_plan_pull``'s checks
     (``store_of``, ``live``, ``_remote``, ``contiguous_plan``) or of the fast path's (the timeout, resolved
     bytes) written as a plain comparison that only says "it passes"; then the same time passes and the
-    same bytes move as ``_commit`` would move them. When a test does not pass, or the pull is anything
-    else, this returns False having changed nothing, and ``_plan_pull`` plans the pull (and names what
-    fails) from the same state. Under the world lock, with no other thread (so the stores need no lock of
-    their own) and no fault rule."""
+    same bytes move as ``_commit`` would move them (none in a metadata-only world). When a test does not
+    pass, or the pull is anything else, this returns False having changed nothing, and ``_plan_pull``
+    plans the pull (and names what fails) from the same state. Under the world lock, with no other thread
+    (so the stores need no lock of their own) and no fault rule."""
     key, params = request.key, request.params
     remote_id = key.cluster_id
     local = world.caches.get(node.cluster_id)
@@ -223,15 +223,32 @@ def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer
     seconds = (
         chunk * src.num_tensors / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
     )
-    if not (source and target) or seconds > node.settings.sync_kv_timeout_ms / 1000.0:
+    moves = bool(source and target)
+    if (
+        not moves and not _nothing_behind(world, src, dst)
+    ) or seconds > node.settings.sync_kv_timeout_ms / 1000.0:
         return False
     world.clock.sleep(now + seconds - now)  # as ``_pass_time`` with nothing due
-    s0, d0 = src_batch * batch_bytes, batch_index * dst.batch_bytes
-    for s, d in zip(source, target):
-        d[d0 : d0 + chunk] = s[s0 : s0 + chunk]
+    if moves:
+        s0, d0 = src_batch * batch_bytes, batch_index * dst.batch_bytes
+        for s, d in zip(source, target):
+            d[d0 : d0 + chunk] = s[s0 : s0 + chunk]
     if consume is not None:
         store.consume(src, consume)
     return True
+
+
+def _nothing_behind(world: SimWorld, src: CacheEntry, dst: CacheEntry) -> bool:
+    """Both caches are pool memory of a metadata-only world, with bytes in each batch: their ranges lie
+    inside live allocations with no bytes behind them, so ``space_copy`` would check them and move
+    nothing."""
+    return (
+        not world.memory.backed
+        and src.pool is not None
+        and dst.pool is not None
+        and src.batch_bytes > 0
+        and dst.batch_bytes > 0
+    )
 
 
 def _commit(
