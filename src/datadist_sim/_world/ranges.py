@@ -20,22 +20,25 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
 from datadist_sim._world.errors import SimError
 
+_PARAM_FIELDS = (
+    "size",
+    "batch_index",
+    "src_blocks",
+    "dst_blocks",
+    "src_tensors",
+    "dst_tensors",
+    "src_offset",
+    "dst_offset",
+    "tensor_num_per_layer",
+)
+"""``PullParams``' fields, in the order the real ``pull_cache_v2`` takes them."""
+
 
 class PullParams:
     """Which part of a cache a pull or push moves (the real ``pull_cache_v2`` parameters, by name). A
     slotted class rather than a ``NamedTuple``: one is made on every pull, and this costs less to make."""
 
-    __slots__ = (
-        "batch_index",
-        "dst_blocks",
-        "dst_offset",
-        "dst_tensors",
-        "size",
-        "src_blocks",
-        "src_offset",
-        "src_tensors",
-        "tensor_num_per_layer",
-    )
+    __slots__ = _PARAM_FIELDS
 
     def __init__(
         self,
@@ -64,19 +67,6 @@ class PullParams:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _PARAM_FIELDS)
         return f"PullParams({fields})"
-
-
-_PARAM_FIELDS = (
-    "size",
-    "batch_index",
-    "src_blocks",
-    "dst_blocks",
-    "src_tensors",
-    "dst_tensors",
-    "src_offset",
-    "dst_offset",
-    "tensor_num_per_layer",
-)
 
 
 Range = Tuple[int, int, int]
