@@ -259,11 +259,7 @@ def _commit(
     range by range through the address space; the same bytes either way."""
     try:
         if isinstance(plan, Contiguous):
-            source, target = plan.src.views, plan.dst.views
-            if source is None:
-                source = tensor_views(world, plan.src)
-            if target is None:
-                target = tensor_views(world, plan.dst)
+            source, target = tensor_views(world, plan.src), tensor_views(world, plan.dst)
             if source and target:
                 s0, d0, n = plan.src_start, plan.dst_start, plan.chunk
                 for s, d in plan.pairs:
