@@ -255,10 +255,8 @@ class _EngineCall:
             self._raise(exc)
 
     def _raise(self, exc: SimError) -> None:
-        info = self.other_info
-        if isinstance(info, tuple):  # ("format", arg, ...): formatted only on failure
-            engine_failed(exc, self.func_name, *info)
-        engine_failed(exc, self.func_name, "{}", info)
+        info = self.other_info  # ("format", arg, ...): formatted only on failure
+        engine_failed(exc, self.func_name, *(info if isinstance(info, tuple) else ("{}", info)))
 
 
 def engine_failed(exc: SimError, func_name: str, info: str, *args: object) -> NoReturn:
