@@ -81,3 +81,20 @@ def test_a_call_inside_a_collection_leaves_the_context_variable_alone(
     assert len(spy.sets) == 1  # the calls made while collecting did not
     assert kept.cache_id in world.caches[d.cluster_id].caches
     assert [e.op for e in world.trace.calls()[-2:]] == ["allocate_cache", "deallocate_cache"]
+
+
+def test_a_failed_v1_call_leaves_nothing_that_keeps_its_cache_alive(
+    world: SimWorld, no_collections: None
+) -> None:
+    """The v1 face raises its own exception from inside ``api_call``; no frame of that path may hold the
+    new exception, or its traceback would be a cycle holding the call's ``KvCache`` until a collection
+    (the cache would then free itself later than the user dropped it)."""
+    from datadist_sim.llm_datadist_v1 import CacheKeyByIdAndIndex, LLMException
+
+    _, d = pair(v2=False, link=False)
+    cache = d.kv_cache_manager.allocate_cache(_desc())
+    with pytest.raises(LLMException):  # no link to cluster 1: the v1 package's exception
+        d.kv_cache_manager.pull_cache(CacheKeyByIdAndIndex(1, 1, 0), cache, 0)
+    del cache
+    assert _live_caches(world, d.cluster_id) == 0  # freed by the reference drop, no collection run
+    assert world.trace.calls()[-1].op == "deallocate_cache"

@@ -46,6 +46,7 @@ from datadist_sim._world.process_memory import raw_view as raw_view
 from datadist_sim._world.pulls import PullRequest as PullRequest
 from datadist_sim._world.pulls import pull as pull
 from datadist_sim._world.ranges import PullParams as PullParams
+from datadist_sim._world.ranges import whole_batch as whole_batch
 from datadist_sim._world.trace import TraceEvent as TraceEvent
 from datadist_sim._world.trace import observe as observe
 from datadist_sim._world.trace import open_trace_sink as open_trace_sink

@@ -5,14 +5,13 @@ the same time pass and commits the same bytes with a few lookups (issue 15).
 
 from __future__ import annotations
 
-import threading
 from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check
-from datadist_sim._world.clock import VirtualClock
+from datadist_sim._world.clock import VirtualClock, other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode, PeerLink
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import EngineKey, Key
@@ -136,13 +135,14 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
         or remote_id in world.killed
         or not world.faults.idle
         or world.memory.has_poison
-        or threading.active_count() != 1
+        or other_threads()
     ):
         return False
     with world.lock:
-        virtual = type(world.clock) is VirtualClock
-        if virtual and _pull_at_once(world, node, request, peer):
+        clock = world.clock
+        if type(clock) is VirtualClock and _pull_at_once(world, node, request, peer, clock):
             return True
+        virtual = type(clock) is VirtualClock
         store, src, consume, plan = _plan_pull(world, node, request)
         nbytes = plan.nbytes
         seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
@@ -167,7 +167,9 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
     return True
 
 
-def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink) -> bool:
+def _pull_at_once(
+    world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink, clock: VirtualClock
+) -> bool:
     """The commonest pull, whole, under the virtual clock: a whole batch of every tensor between two
     pool-backed contiguous caches over a ready link. Each test below is one of ``_plan_pull``'s checks
     (``store_of``, ``live``, ``_remote``, ``contiguous_plan``) or of the fast path's (the timeout, resolved
@@ -228,7 +230,7 @@ def _pull_at_once(world: SimWorld, node: ClusterNode, request: PullRequest, peer
         not moves and not _nothing_behind(world, src, dst)
     ) or seconds > node.settings.sync_kv_timeout_ms / 1000.0:
         return False
-    world.clock.sleep(now + seconds - now)  # as ``_pass_time`` with nothing due
+    clock.pass_alone(now + seconds - now)  # as ``_pass_time`` with nothing due
     if moves:
         s0, d0 = src_batch * batch_bytes, batch_index * dst.batch_bytes
         for s, d in zip(source, target):

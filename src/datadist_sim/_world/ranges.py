@@ -14,6 +14,7 @@ on that geometry (``layer_wise_transfer_job.cc:28-44``, ``141-142``), whichever 
 
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
@@ -36,7 +37,8 @@ _PARAM_FIELDS = (
 
 class PullParams:
     """Which part of a cache a pull or push moves (the real ``pull_cache_v2`` parameters, by name). A
-    slotted class rather than a ``NamedTuple``: one is made on every pull, and this costs less to make."""
+    slotted class rather than a ``NamedTuple``: one is made on most pulls, and this costs less to make.
+    Never changed once made (``whole_batch`` shares them)."""
 
     __slots__ = _PARAM_FIELDS
 
@@ -67,6 +69,14 @@ class PullParams:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _PARAM_FIELDS)
         return f"PullParams({fields})"
+
+
+@functools.lru_cache(maxsize=1024)
+def whole_batch(size: int, batch_index: int, tensor_num_per_layer: int) -> PullParams:
+    """The commonest pull's parameters: ``size`` bytes (-1: all) of batch ``batch_index`` of every
+    tensor, with no layer range, block or offset. Made once per distinct pull and shared, since nothing
+    changes a ``PullParams`` once made: making one per call was 4 % of a small pull (issue 15)."""
+    return PullParams(size, batch_index, (), (), (), (), -1, -1, tensor_num_per_layer)
 
 
 Range = Tuple[int, int, int]

@@ -18,6 +18,7 @@ from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, 
 
 from datadist_sim import _log
 from datadist_sim._log import world_logger as _WORLD_LOG
+from datadist_sim._world.clock import other_threads
 
 _DEBUG = logging.DEBUG
 PathOrFile = Union[str, Path, IO[str]]
@@ -192,7 +193,12 @@ class Trace:
             self.record(event)
             _log.world_event(event)
             return
-        with self._lock:
+        if other_threads():
+            with self._lock:
+                self._events.append(fields)
+                self.total += 1
+                self._kept_as_fields = True
+        else:  # alone: nothing reads or writes the trace meanwhile, so no lock (a tenth of a small pull)
             self._events.append(fields)
             self.total += 1
             self._kept_as_fields = True

@@ -15,6 +15,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import NodeCaches
+from datadist_sim._world.clock import other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import INVALID_ID, PackedKey
@@ -222,7 +223,7 @@ def _run(
         _time_out(world, node, remote_id, nbytes, waited_s=limit)
     _pass_time(world, node, remote_id, remote, seconds, nbytes)
     with world.lock:
-        changed = threading.active_count() > 1 or world.faults.fired_total != fired_before
+        changed = other_threads() > 0 or world.faults.fired_total != fired_before
         lost = _peer_gone(world, node, remote_id, remote) or (
             changed and world.unreachable(node.cluster_id, remote_id)
         )

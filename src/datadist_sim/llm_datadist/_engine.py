@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import functools
 from types import TracebackType
-from typing import Any, Callable, FrozenSet, NoReturn, Optional, Sequence, Type, TypeVar
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    NoReturn,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+)
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS
@@ -43,9 +55,26 @@ class CallScope:
         self.door_checked = door_checked
 
 
-def api_call(method: F) -> F:
+class FaceErrors(Protocol):
+    """How a face other than ``llm_datadist``'s answers (the v1 package: its own exception classes and
+    codes, its own task class). ``api_call`` asks it on the way out, after the trace has the call's
+    outcome by the engine's name, so one wrapper serves both faces."""
+
+    def raise_own(self, face: Any, exc: BaseException) -> None:
+        """Raise the face's own exception for ``exc``; return to let ``exc`` go on as it is. (It raises,
+        rather than returning one for the caller to raise, so that no frame keeps the new exception
+        in a variable: that frame would be in its traceback, a cycle that holds the call's arguments,
+        a ``KvCache`` among them, until the garbage collector runs.)"""
+
+    def result(self, face: Any, result: Any) -> Any:
+        """What the face returns for ``result`` (not None)."""
+
+
+def api_call(method: F, errors: Optional[FaceErrors] = None) -> F:
     """Trace one public method of a face object that holds ``_world`` and ``_node``; the outermost
-    call only, so a method built on another is one call in the trace.
+    call only, so a method built on another is one call in the trace. ``errors`` translates what the
+    method raises and returns for a face with its own classes (``llm_datadist_v1._v1_errors``), on
+    every call, outermost or not.
 
     The trace keeps the call's arguments as given and formats them (``short_args``) when someone reads
     it, not on the call's path (issue 15). Only values whose short form cannot change after the call are
@@ -58,7 +87,9 @@ def api_call(method: F) -> F:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         world: Optional[SimWorld] = getattr(self, "_world", None)
         if world is None or _SCOPE.get() is not None:
-            return method(self, *args, **kwargs)
+            if errors is None:
+                return method(self, *args, **kwargs)
+            return _translated(errors, method, self, args, kwargs)
         world.touch()
         node = getattr(self, "_node", None)
         scope = CallScope(world, node, op, inside_engine)
@@ -70,9 +101,13 @@ def api_call(method: F) -> F:
             result = method(self, *args, **kwargs)
             if result is not None:
                 outcome, detail = _result_outcome(result)
+                if errors is not None:
+                    result = errors.result(self, result)
             return result
         except LLM_ERRORS as exc:
             outcome = exc.status_code.name
+            if errors is not None:
+                errors.raise_own(self, exc)
             raise
         except Exception as exc:
             outcome = type(exc).__name__
@@ -97,6 +132,18 @@ def api_call(method: F) -> F:
             )
 
     return wrapper  # type: ignore[return-value]
+
+
+def _translated(
+    errors: FaceErrors, method: Callable[..., Any], face: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+) -> Any:
+    """A call inside another (or of a face object with no world), translated as ``api_call`` would."""
+    try:
+        result = method(face, *args, **kwargs)
+    except LLM_ERRORS as exc:
+        errors.raise_own(face, exc)
+        raise
+    return result if result is None else errors.result(face, result)
 
 
 def _result_outcome(result: object) -> tuple[str, str]:
@@ -126,13 +173,18 @@ _KEPT_NAMES = ("CacheKey", "CacheKeyByIdAndIndex", "BlocksCacheKey", "Cache")
 _KEPT: FrozenSet[type] = frozenset({int, str, float, bool, type(None)})
 
 
+_KV_CACHE: Optional[type] = None
+"""The v1 ``KvCache``, set with ``_KEPT``: the trace keeps its short form, made once per cache."""
+
+
 def _kept_types() -> FrozenSet[type]:
     """``_KEPT`` with the face's own types, imported on first use (they import this module)."""
-    global _KEPT
+    global _KEPT, _KV_CACHE
     from datadist_sim.llm_datadist.v2 import _caches, _keys
 
     extra = {getattr(_keys, n, None) or getattr(_caches, n) for n in _KEPT_NAMES}
     _KEPT = _KEPT | {t for t in extra if isinstance(t, type)}
+    _KV_CACHE = _caches.KvCache
     return _KEPT
 
 
@@ -150,10 +202,11 @@ class _Seq:
 def _freeze(value: object) -> object:
     if type(value) in _KEPT:
         return value
-    name = type(value).__name__
-    cache_id = getattr(value, "cache_id", None) if name == "KvCache" else None
-    if isinstance(cache_id, int):  # a KvCache frees itself on garbage collection: keep only its id
-        return _Shown(f"KvCache({cache_id})")
+    if type(value) is _KV_CACHE:  # a KvCache frees itself on garbage collection: keep only its id
+        form = getattr(value, "_trace_form", None)
+        if form is None:  # its first call: the form is kept by the cache, its id cannot change
+            form = value._trace_form = _Shown(f"KvCache({value.cache_id})")  # type: ignore[attr-defined]
+        return form
     if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
         return _Seq(value)  # type: ignore[arg-type]
     if isinstance(value, (list, tuple)) and _compact(value) is None:

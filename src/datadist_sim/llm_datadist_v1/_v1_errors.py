@@ -1,8 +1,9 @@
 """The v1 package's errors at its face: a ``KvCacheManager`` raises ``llm_datadist_v1.LLMException`` with
 v1 codes, and its ``CacheTask`` answers v1 codes, as GE's ``kv_cache_manager.py`` and ``llm_utils.py`` do.
 
-The manager shares the engine with the ``llm_datadist`` face, whose errors are ``llm_datadist`` ones; the
-translation happens here, outermost, so the trace still records the code by name.
+The manager shares the engine with the ``llm_datadist`` face, whose errors are ``llm_datadist`` ones; its
+public methods are ``v1_call``s, which ``api_call`` translates on the way out, after the trace recorded
+the code by name (one wrapper per call, not two: issue 15).
 ``SimConfig(unified_exceptions=True)`` keeps ``llm_datadist`` codes and raises ``UnifiedLLMException``
 (caught by both names) instead.
 """
@@ -15,6 +16,7 @@ from typing import Any, Callable, List, Optional, TypeVar
 from datadist_sim._status import LLMException as HixlLLMException
 from datadist_sim._status_v1 import LLMStatusCode, to_v1, v1_error
 from datadist_sim._world.door import current_world
+from datadist_sim.llm_datadist._engine import api_call
 from datadist_sim.llm_datadist.v2._transfer import CacheTask
 
 T = TypeVar("T")
@@ -38,37 +40,33 @@ class V1CacheTask(CacheTask):
         return [None if code is None else to_v1(code) for code in super().get_results(timeout_in_millis)]
 
 
-def _v1_method(method: F) -> F:
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            result = method(self, *args, **kwargs)
-        except HixlLLMException as exc:
-            raise v1_error(exc, unified=_unified(self)) from None
-        if type(result) is CacheTask and not _unified(self):
+class _V1Errors:
+    """The v1 package's exceptions and task class, which ``api_call`` gives a v1 manager's callers
+    (``FaceErrors``); the trace has already recorded the engine's code by name."""
+
+    def raise_own(self, face: Any, exc: BaseException) -> None:
+        if isinstance(exc, HixlLLMException):  # else already the v1 package's (a call inside another)
+            raise v1_error(exc, unified=_unified(face)) from None
+
+    def result(self, face: Any, result: Any) -> Any:
+        if type(result) is CacheTask and not _unified(face):
             # Same object, the v1 package's class (its answers are v1 codes); nothing else differs.
             result.__class__ = V1CacheTask
         return result
 
-    return wrapper  # type: ignore[return-value]
+
+_V1_ERRORS = _V1Errors()
 
 
-def v1_errors(*names: str) -> Callable[[type], type]:
-    """Class decorator: the named public methods raise (and their tasks answer) as the v1 package."""
-
-    def decorate(cls: type) -> type:
-        for name in names:
-            attr = cls.__dict__[name]
-            if isinstance(attr, staticmethod):
-                setattr(cls, name, staticmethod(_v1_static(attr.__func__)))
-            else:
-                setattr(cls, name, _v1_method(attr))
-        return cls
-
-    return decorate
+def v1_call(method: F) -> F:
+    """A public method of a v1 manager: traced (``api_call``) and raising (its tasks answering) as the
+    v1 package, in one wrapper."""
+    return api_call(method, _V1_ERRORS)
 
 
-def _v1_static(func: Callable[..., T]) -> Callable[..., T]:
+def v1_static(func: Callable[..., T]) -> Callable[..., T]:
+    """A static method of a v1 manager: raising as the v1 package."""
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:

@@ -16,7 +16,7 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
 from datadist_sim._world.door import ClusterNode, SimError, SimWorld
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import api_call, engine_call, engine_failed
+from datadist_sim.llm_datadist._engine import engine_call, engine_failed
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -46,7 +46,7 @@ from datadist_sim.llm_datadist.v2.llm_utils import (
     pack_cache_key,
     pack_cache_key_by_id,
 )
-from datadist_sim.llm_datadist_v1._v1_errors import v1_errors
+from datadist_sim.llm_datadist_v1._v1_errors import v1_call, v1_static
 from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
@@ -58,20 +58,6 @@ _INVALID_ID = 2**64 - 1
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 
 
-@v1_errors(
-    "check_cache_key",
-    "allocate_blocks_cache",
-    "allocate_cache",
-    "deallocate_cache",
-    "remove_cache_key",
-    "pull_blocks",
-    "pull_cache",
-    "copy_blocks",
-    "copy_cache",
-    "get_cache_tensors",
-    "swap_blocks",
-    "transfer_cache_async",
-)
 class KvCacheManager:
     """Caches of one KvCacheManager-mode instance. Obtained through ``LLMDataDist.kv_cache_manager``.
 
@@ -98,6 +84,7 @@ class KvCacheManager:
         return cache.cache_desc.placement == Placement.HOST
 
     @staticmethod
+    @v1_static
     def check_cache_key(cache_key: CacheKey) -> None:
         check_cache_key(cache_key)
 
@@ -117,7 +104,7 @@ class KvCacheManager:
 
     # -- allocation --------------------------------------------------------------------------------
 
-    @api_call
+    @v1_call
     def allocate_blocks_cache(
         self, cache_desc: CacheDesc, blocks_cache_key: Optional[BlocksCacheKey] = None
     ) -> KvCache:
@@ -130,7 +117,7 @@ class KvCacheManager:
         keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
         return self._allocate("[allocate_blocks_cache]", cache_desc, keys, True)
 
-    @api_call
+    @v1_call
     def allocate_cache(self, cache_desc: CacheDesc, cache_keys: Keys = ()) -> KvCache:
         check_isinstance("cache_desc", cache_desc, CacheDesc)
         check_isinstance("cache_keys", cache_keys, [list, tuple], CacheKey)
@@ -141,7 +128,7 @@ class KvCacheManager:
         keys = [pack_cache_key(key) for key in cache_keys]
         return self._allocate("[allocate_cache]", cache_desc, keys, False)
 
-    @api_call
+    @v1_call
     def deallocate_cache(self, cache: KvCache) -> None:
         check_isinstance("cache", cache, KvCache)
         raise_if_true(self._is_cpu_cache(cache), "Only support device cache")
@@ -149,7 +136,7 @@ class KvCacheManager:
             door.free(self._world, self._node, cache.cache_id, missing_ok=False, needs_pool=False)
         cache._invalidate()
 
-    @api_call
+    @v1_call
     def remove_cache_key(self, cache_key: CacheKey) -> None:
         self._check_role("[remove_cache_key]", LLMRole.PROMPT)
         check_isinstance("cache_key", cache_key, CacheKey)
@@ -158,7 +145,7 @@ class KvCacheManager:
 
     # -- pulls -------------------------------------------------------------------------------------
 
-    @api_call
+    @v1_call
     def pull_blocks(
         self,
         prompt_cache_key: BlocksCacheKey,
@@ -202,7 +189,7 @@ class KvCacheManager:
         except SimError as exc:
             engine_failed(exc, "[pull_blocks]", "prompt_cache_key = {}", prompt_cache_key)
 
-    @api_call
+    @v1_call
     def pull_cache(
         self,
         cache_key: Union[CacheKey, CacheKeyByIdAndIndex],
@@ -220,14 +207,14 @@ class KvCacheManager:
             and (size == -1 or 0 < size <= _INT64_MAX)
             and type(batch_index) is int
             and 0 <= batch_index <= _UINT32_MAX
-            and not self._is_cpu_cache(kv_cache)
+            and kv_cache._cache_desc.placement is not Placement.HOST  # ``_is_cpu_cache``, on the exact class
         ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
             if isinstance(cache_key, CacheKey):
                 check_cache_key(cache_key)
                 packed = pack_cache_key(cache_key)
             else:
                 packed = pack_cache_key_by_id(cache_key)
-            params = door.PullParams(size, batch_index, (), (), (), (), -1, -1, _NUM_TENSORS_PER_LAYER)
+            params = door.whole_batch(size, batch_index, _NUM_TENSORS_PER_LAYER)
         else:
             packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
         request = door.PullRequest(kv_cache.cache_id, packed, params, False)
@@ -288,7 +275,7 @@ class KvCacheManager:
 
     # -- local copies --------------------------------------------------------------------------------
 
-    @api_call
+    @v1_call
     def copy_blocks(self, cache: KvCache, copy_block_info: Dict[int, List[int]]) -> None:
         check_isinstance("cache", cache, KvCache)
         check_isinstance("copy_block_info", copy_block_info, dict)
@@ -303,7 +290,7 @@ class KvCacheManager:
         with engine_call("[copy_blocks]", f"cache id is:{cache.cache_id}"):
             door.copy_blocks(self._world, self._node, cache.cache_id, pairs)
 
-    @api_call
+    @v1_call
     def copy_cache(
         self,
         dst: KvCache,
@@ -347,7 +334,7 @@ class KvCacheManager:
             )
             door.copy_cache(self._world, self._node, request)
 
-    @api_call
+    @v1_call
     def get_cache_tensors(self, cache: KvCache, tensor_index: int = 0) -> List[Tensor]:
         """One ``Tensor`` per device, aliasing the cache tensor's simulated memory."""
         check_isinstance("cache", cache, KvCache)
@@ -392,7 +379,7 @@ class KvCacheManager:
                 f"dst_block_index:{dst_block_index} must be in [0, {dst.cache_desc.batch_size})",
             )
 
-    @api_call
+    @v1_call
     def swap_blocks(self, src: KvCache, dst: KvCache, src_to_dst: Dict[int, int]) -> None:
         self._verify_caches(src, dst, src_to_dst)
         src_placement = src.cache_desc.placement
@@ -411,7 +398,7 @@ class KvCacheManager:
         with engine_call("[swap_blocks]", "swap blocks failed"):
             door.swap_blocks(self._world, request)
 
-    @api_call
+    @v1_call
     def transfer_cache_async(
         self,
         src_cache: KvCache,

@@ -289,6 +289,9 @@ class KvCache:
         self._per_device_tensor_addrs = per_device_tensor_addrs
         self._valid = True
         self._kv_cache_manager = kv_cache_manager
+        self._trace_form: object = None
+        """How the trace shows this cache, made at its first traced call (the trace must not keep the
+        cache itself, which frees its memory when collected)."""
 
     def __del__(self) -> None:
         """Safety net freeing a forgotten cache, under the real condition (valid, owned, manager alive).

@@ -8,7 +8,7 @@ the world through its door (``_world.door``), whose ``SimError`` leaves as ``LLM
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
@@ -301,19 +301,19 @@ class CacheManager(LocalCacheOps, PushOps):
             and (size == -1 or 0 < size <= _INT64_MAX)
             and not cache._is_blocks_cache
         ):  # every check below passes: skip to the translation
-            src_idx: Sequence[int] = ()
-            dst_idx: Sequence[int] = ()
-            tensor_num_per_layer = _NUM_TENSORS_PER_LAYER
+            params = door.whole_batch(size, batch_index, _NUM_TENSORS_PER_LAYER)
         else:
             src_idx, dst_idx, tensor_num_per_layer = self._check_pull_cache(
                 cache_key, cache, batch_index, size, kwargs
+            )
+            params = door.PullParams(
+                size, batch_index, (), (), src_idx, dst_idx, -1, -1, tensor_num_per_layer
             )
         if isinstance(cache_key, CacheKey):
             check_cache_key(cache_key)
             packed = pack_cache_key(cache_key)
         else:
             packed = pack_cache_key_by_id(cache_key)
-        params = door.PullParams(size, batch_index, (), (), src_idx, dst_idx, -1, -1, tensor_num_per_layer)
         request = door.PullRequest(cache.cache_id, packed, params, False)
         try:
             door.pull(self._world, self._node, request)
