@@ -82,6 +82,10 @@ def api_call(method: F, errors: Optional[FaceErrors] = None) -> F:
     shows the call."""
     op = method.__name__
     inside_engine = not at_door(op)
+    # where a face object keeps the scope of its calls of a transfer or link method: that scope never
+    # changes (it is done with the door's faults from the start), so one serves every call while the
+    # object's world and node stay the same, instead of one made per call (issue 15)
+    kept_scope = f"_{op}_scope"
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -92,7 +96,13 @@ def api_call(method: F, errors: Optional[FaceErrors] = None) -> F:
             return _translated(errors, method, self, args, kwargs)
         world.touch()
         node = getattr(self, "_node", None)
-        scope = CallScope(world, node, op, inside_engine)
+        if inside_engine:
+            scope = getattr(self, kept_scope, None)
+            if scope is None or scope.node is not node or scope.world is not world:
+                scope = CallScope(world, node, op, True)
+                setattr(self, kept_scope, scope)
+        else:
+            scope = CallScope(world, node, op, False)
         # inside a garbage collection (a cache's finalizer), the call runs without its scope: setting
         # a context variable there can corrupt one the collection interrupted (``_finalizers``)
         token = None if _finalizers.collecting else _SCOPE.set(scope)
