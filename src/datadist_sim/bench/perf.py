@@ -10,7 +10,9 @@
 - cross-process: a small pull's round trip through a fabric vs a Unix-socket ping-pong, and a large
   pull between raw pointers of two processes vs a shared-memory memcpy (``perf_fabric``).
 
-CPU time is the best of several repeats (the machines are noisy); nothing here asserts a speed.
+CPU time is the best of several repeats (the machines are noisy); a small pull's ratio to the lean model
+is the median of ratios taken round by round, each round timing both within milliseconds. Nothing here
+asserts a speed.
 """
 
 from __future__ import annotations
