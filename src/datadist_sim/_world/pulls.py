@@ -140,7 +140,7 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
         return False
     clock = world.clock
     # no other thread: nothing can contend for the world lock, so the one-pass pull goes without it (a
-    # lock is a tenth of a small pull; a finalizer run in this thread would pass the reentrant lock too)
+    # lock is 4 % of a small pull; a finalizer run in this thread would pass the reentrant lock too)
     if type(clock) is VirtualClock and _pull_at_once(world, node, request, peer, clock):
         return True
     with world.lock:
