@@ -35,6 +35,7 @@ from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, 
 from datadist_sim.fabric.remote import RemoteObject, stand_in
 from datadist_sim.fabric.shm import open_scratch, open_view
 from datadist_sim.fabric.wire import (
+    PLAIN_TYPES,
     FabricRefused,
     check_peer,
     client_handshake,
@@ -103,8 +104,6 @@ class FabricClient:
     # -- calls ---------------------------------------------------------------------------------------
 
     def request(self, kind: str, *payload: Any) -> Any:
-        from datadist_sim.llm_datadist.status import LLMException
-
         timeout, code = self.bound(kind, payload)
         if self._releases:  # carried by this very request, so the fabric forgets them before it runs
             released = self._take_releases()
@@ -113,11 +112,15 @@ class FabricClient:
         try:
             return self._call(kind, payload, timeout)
         except ChannelClosed as exc:
+            from datadist_sim.llm_datadist.status import LLMException
+
             raise LLMException(
                 f"the datadist-sim fabric is gone ({exc}), error code is LLM_FAILED",
                 status_code=LLMStatusCode.LLM_FAILED,
             ) from None
         except ChannelTimeout as exc:
+            from datadist_sim.llm_datadist.status import LLMException
+
             raise LLMException(
                 f"the datadist-sim fabric did not answer ({exc}), error code is {code.name}",
                 status_code=code,
@@ -208,13 +211,15 @@ class FabricClient:
     def _dumps(self, message: Any) -> bytes:
         buffer = io.BytesIO()
         pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-
-        from datadist_sim.llm_datadist.v2._transfer import LayerSynchronizer
+        plain = PLAIN_TYPES
+        synchronizer = _synchronizer_type()
 
         def persistent_id(obj: Any) -> Any:
+            if type(obj) in plain:
+                return None
             if isinstance(obj, RemoteObject):
                 return ("ref", object.__getattribute__(obj, "_handle"))
-            if isinstance(obj, LayerSynchronizer):  # user code: it runs here, called from the fabric
+            if isinstance(obj, synchronizer):  # user code: it runs here, called from the fabric
                 with self._callback_lock:
                     self._callbacks.pop(id(obj), None)
                     self._callbacks[id(obj)] = obj  # most recent last; the oldest go past the bound
@@ -319,6 +324,19 @@ class FabricClient:
                 np.copyto(target, scratch[offset : offset + nbytes])
             return None
         raise ValueError(f"unknown request {kind!r}")
+
+
+_synchronizer: Optional[type] = None
+
+
+def _synchronizer_type() -> type:
+    """``LayerSynchronizer``, imported on first use (the face imports this module's package)."""
+    global _synchronizer
+    if _synchronizer is None:
+        from datadist_sim.llm_datadist.v2._transfer import LayerSynchronizer
+
+        _synchronizer = LayerSynchronizer
+    return _synchronizer
 
 
 def _own(address: int, nbytes: int, *, writable: bool) -> Any:

@@ -17,7 +17,7 @@ from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.door import Mode
 from datadist_sim.fabric.loop import Connection
 from datadist_sim.fabric.shm import SharedAddressSpace
-from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout, dump_message, make_loads
+from datadist_sim.fabric.wire import PLAIN_TYPES, ChannelClosed, ChannelTimeout, dump_message, make_loads
 
 STALE = object()
 """Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""
@@ -151,8 +151,11 @@ class Session:
         pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
         types = self.server.by_handle
         space = self.server.space
+        plain = PLAIN_TYPES
 
         def persistent_id(obj: Any) -> Any:
+            if type(obj) in plain:
+                return None
             if isinstance(obj, types) and getattr(obj, "cache_id", 0) != -1:
                 return ("ref", self.handle_of(obj), type(obj).__name__)
             if isinstance(obj, np.ndarray):

@@ -328,6 +328,13 @@ class PayloadRefused(pickle.UnpicklingError):
         return ("rep", self.head[1], False, self.error())
 
 
+PLAIN_TYPES: FrozenSet[type] = frozenset({int, float, bool, str, bytes, type(None), tuple, list, dict, type})
+"""Types whose objects (of exactly these types) never travel as a handle: an end's ``persistent_id``
+answers None for them at once. The pickler asks it about every object it meets (a small pull's request
+holds about 30), and the handle tests (``isinstance`` against an ABC among them) cost a microsecond
+each (issue 15)."""
+
+
 def dump_message(pickler: pickle.Pickler, message: Tuple[Any, ...]) -> None:
     """``message`` as the protocol frames it: its envelope, then its payload, as two pickles."""
     pickler.dump(message[:3])
