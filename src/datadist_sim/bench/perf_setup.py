@@ -27,10 +27,8 @@ from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import check_int64, check_isinstance, check_uint32
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.llm_datadist.v2.llm_utils import (
-    check_cache_key,
     layer_range_to_tensor_indices,
-    pack_cache_key,
-    pack_cache_key_by_id,
+    pack_pulled_key,
 )
 
 
@@ -99,11 +97,7 @@ def validate_like_pull_cache(
         raise_if_true(cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
     raise_if_false(size == -1 or size > 0, "size ({0}) is invalid", size)
     check_uint32("tensor_num_per_layer", 2)
-    if isinstance(cache_key, CacheKey):
-        check_cache_key(cache_key)
-        packed = pack_cache_key(cache_key)
-    else:
-        packed = pack_cache_key_by_id(cache_key)
+    packed = pack_pulled_key(cache_key)
     layer_range_to_tensor_indices(None, None, 2)
     return packed
 

@@ -44,7 +44,7 @@ from datadist_sim.llm_datadist.v2.llm_utils import (
     layer_range_to_tensor_indices,
     pack_block_cache_key,
     pack_cache_key,
-    pack_cache_key_by_id,
+    pack_pulled_key,
 )
 from datadist_sim.llm_datadist_v1._v1_errors import v1_call, v1_static
 from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
@@ -209,11 +209,7 @@ class KvCacheManager:
             and 0 <= batch_index <= _UINT32_MAX
             and kv_cache._cache_desc.placement is not Placement.HOST  # ``_is_cpu_cache``, on the exact class
         ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
-            if isinstance(cache_key, CacheKey):
-                check_cache_key(cache_key)
-                packed = pack_cache_key(cache_key)
-            else:
-                packed = pack_cache_key_by_id(cache_key)
+            packed = pack_pulled_key(cache_key)
             params = door.whole_batch(size, batch_index, _NUM_TENSORS_PER_LAYER)
         else:
             packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
@@ -253,11 +249,7 @@ class KvCacheManager:
         )
         src_off = check_positive_or_set_default("src_cache_offset", src_cache_offset)
         dst_off = check_positive_or_set_default("dst_cache_offset", dst_cache_offset)
-        if isinstance(cache_key, CacheKey):
-            check_cache_key(cache_key)
-            packed = pack_cache_key(cache_key)
-        else:
-            packed = pack_cache_key_by_id(cache_key)
+        packed = pack_pulled_key(cache_key)
         check_uint32("tensor_num_per_layer", tensor_num_per_layer)
         raise_if_false(
             tensor_num_per_layer > 0,

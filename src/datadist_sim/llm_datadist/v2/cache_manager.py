@@ -43,6 +43,7 @@ from datadist_sim.llm_datadist.v2.llm_utils import (
     pack_block_cache_key,
     pack_cache_key,
     pack_cache_key_by_id,
+    pack_pulled_key,
 )
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
@@ -309,11 +310,7 @@ class CacheManager(LocalCacheOps, PushOps):
             params = door.PullParams(
                 size, batch_index, (), (), src_idx, dst_idx, -1, -1, tensor_num_per_layer
             )
-        if isinstance(cache_key, CacheKey):
-            check_cache_key(cache_key)
-            packed = pack_cache_key(cache_key)
-        else:
-            packed = pack_cache_key_by_id(cache_key)
+        packed = pack_pulled_key(cache_key)
         request = door.PullRequest(cache.cache_id, packed, params, False)
         try:
             door.pull(self._world, self._node, request)

@@ -9,7 +9,7 @@ compare by identity.
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 from datadist_sim._world.door import Key
 from datadist_sim.llm_datadist.data_type import DataType, element_size
@@ -175,6 +175,15 @@ def pack_cache_key_by_id(cache_key: CacheKeyByIdAndIndex) -> PackedKey:
         0,
         False,
     )
+
+
+def pack_pulled_key(cache_key: Union[CacheKey, CacheKeyByIdAndIndex]) -> PackedKey:
+    """The key a ``pull_cache`` names, packed: a ``CacheKey`` checked first (``check_cache_key``), a key
+    by id as it is. Both faces' ``pull_cache`` call it where their vendor order checks the key."""
+    if isinstance(cache_key, CacheKey):
+        check_cache_key(cache_key)
+        return pack_cache_key(cache_key)
+    return pack_cache_key_by_id(cache_key)
 
 
 def pack_block_cache_key(cache_key: BlocksCacheKey) -> PackedKey:
