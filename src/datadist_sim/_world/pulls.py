@@ -154,7 +154,7 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
             # time passes as a counter moves, with no call out and no one else to run: nothing can
             # change while it passes, so the copy follows at once, under the same lock
             start = world.now()
-            world.clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
+            clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
             lost = _commit(world, plan, store, src, consume)
             remote = None
         else:

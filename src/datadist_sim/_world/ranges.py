@@ -15,7 +15,7 @@ on that geometry (``layer_wise_transfer_job.cc:28-44``, ``141-142``), whichever 
 from __future__ import annotations
 
 import functools
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
@@ -103,15 +103,10 @@ def check_layer_split(num_tensors: int, tensor_num_per_layer: int, side: str) ->
         )
 
 
-_SAME: Dict[int, Tuple[Tuple[int, int], ...]] = {}
-
-
+@functools.cache
 def same_tensors(count: int) -> Sequence[Tuple[int, int]]:
     """``(i, i)`` for each of ``count`` tensors, made once per count (most pulls move every tensor)."""
-    pairs = _SAME.get(count)
-    if pairs is None:
-        pairs = _SAME.setdefault(count, tuple((i, i) for i in range(count)))
-    return pairs
+    return tuple((i, i) for i in range(count))
 
 
 def tensor_pairs(

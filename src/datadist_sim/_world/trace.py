@@ -66,7 +66,7 @@ _Call = Tuple[float, Optional[int], str, str, str, ArgsFormat, Tuple[Any, ...], 
 """A call's fields as ``Trace.record_call`` keeps them until the trace is read."""
 
 
-class _Shown:
+class _ShownArgs:
     """A call's arguments, formatted the first time the event's ``args`` is read."""
 
     __slots__ = ("args", "kwargs", "shown")
@@ -81,7 +81,7 @@ class _Shown:
 def call_event(fields: _Call) -> TraceEvent:
     """The ``TraceEvent`` of a call kept as its fields."""
     time, cluster_id, op, outcome, detail, shown, args, kwargs = fields
-    return TraceEvent(time, cluster_id, op, outcome, detail, _Shown(shown, args, kwargs), "call")
+    return TraceEvent(time, cluster_id, op, outcome, detail, _ShownArgs(shown, args, kwargs), "call")
 
 
 class TraceEvent:
@@ -195,13 +195,14 @@ class Trace:
             return
         if other_threads():
             with self._lock:
-                self._events.append(fields)
-                self.total += 1
-                self._kept_as_fields = True
+                self._keep(fields)
         else:  # alone: nothing reads or writes the trace meanwhile, so no lock (4 % of a small pull)
-            self._events.append(fields)
-            self.total += 1
-            self._kept_as_fields = True
+            self._keep(fields)
+
+    def _keep(self, fields: _Call) -> None:
+        self._events.append(fields)
+        self.total += 1
+        self._kept_as_fields = True
 
     def stream_to(self, sink: Optional[IO[str]]) -> None:
         """Stream further events to ``sink`` instead (a forked child's own ``{pid}`` file)."""
