@@ -4,10 +4,15 @@ A connection costs a file descriptor, not a thread. One pool thread at a time, t
 the selector: it accepts (refusing at once a peer of another uid), waits for each new connection's
 ``HELLO`` without a thread, drops one that says nothing within ``HELLO_WAIT_S``, and reads every
 authenticated connection's frames (a reply wakes the fabric thread waiting for it). When requests
-arrive, the leader hands the selector to an idle pool thread and answers the first request itself
-(leader/follower): a call costs one wake-up in the fabric, as a plain ping-pong does, not a hand-off to
-another thread. Only the handshake of a peer that spoke and the calls themselves occupy threads, so a
-flood of idle or half-open connections delays nobody.
+arrive, the leader answers the first itself and then leads again (further ones go to pool threads): a
+call costs one wake-up in the fabric, as a plain ping-pong does. Handing the selector to another thread
+before each answer, as plain leader/follower does, cost a small pull about 65 us of the fabric's CPU and
+three more context switches (issue 15), so the selector is handed on only when an answer may block: at
+once when the answering thread asks a client something (its reply comes through the selector), and
+otherwise when an answer has run a whole ``HANDOFF_S`` (a lock, a simulated wait, another process's
+call), which a standby thread watches for while requests come. So a blocking call delays the other
+connections by ``HANDOFF_S`` at most and starves none. Only the handshake of a peer that spoke and the
+calls themselves occupy threads, so a flood of idle or half-open connections delays nobody.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from datadist_sim.fabric.channel import Endpoint, Handler, Payload
+from datadist_sim.fabric.pool import WorkerPool
 from datadist_sim.fabric.wire import (
     HEADER,
     HELLO,
@@ -39,59 +45,16 @@ HELLO_WAIT_S = 5.0
 SEND_TIMEOUT_S = 30.0
 """A peer that takes none of a reply for this long is treated as gone."""
 TICK_S = 0.25
+HANDOFF_S = 0.002
+"""An answer that has run this long on the leader's thread gets the selector handed on (``_standby``)."""
+STANDBY_QUIET_S = 0.1
+"""With no request for this long, the standby stops looking until the next one."""
 MAX_PENDING = 4096
 """Connections still to say ``HELLO``; past this the oldest is dropped to make room."""
 
 _log = logging.getLogger("datadist_sim.fabric")
-
-
-class WorkerPool:
-    """Threads that run requests. An idle one is reused and a new one starts only when every one is busy
-    (a call may block, even on another call, so a fixed pool could deadlock); one idle for ``idle_s``
-    ends. Threads follow the calls in progress, not the connections or the requests served."""
-
-    def __init__(self, name: str, idle_s: float = 30.0) -> None:
-        self._name = name
-        self._idle_s = idle_s
-        self._jobs: Deque[Callable[[], None]] = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._waiting = 0
-        self._threads = 0
-        self._started = 0
-
-    def submit(self, job: Callable[[], None]) -> None:
-        with self._cond:
-            self._jobs.append(job)
-            if self._waiting >= len(self._jobs):
-                self._cond.notify()
-                return
-            self._threads += 1
-            self._started += 1
-            number = self._started
-        threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True).start()
-
-    @property
-    def threads(self) -> int:
-        with self._cond:
-            return self._threads
-
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._jobs:
-                    self._waiting += 1
-                    try:
-                        woken = self._cond.wait(self._idle_s)
-                    finally:
-                        self._waiting -= 1
-                    if not woken and not self._jobs:
-                        self._threads -= 1
-                        return
-                job = self._jobs.popleft()
-            try:
-                job()
-            except Exception:  # a job reports its own failures; the thread lives on
-                _log.exception("fabric worker: unexpected error")
+_answering = threading.local()
+"""On a thread answering as the leader: ``(loop, answer number)``, for ``Connection.request``."""
 
 
 class Connection(Endpoint):
@@ -125,6 +88,14 @@ class Connection(Endpoint):
 
     def _send_bytes(self, data: bytes) -> None:
         send_nonblocking(self._sock, data, SEND_TIMEOUT_S)
+
+    def request(self, kind: str, *payload: Any, timeout: Optional[float]) -> Any:
+        """Ask the client (its memory, a callback). The reply comes through the selector, so a leader
+        answering on its own thread hands the selector on before it waits."""
+        leading = getattr(_answering, "leading", None)
+        if leading is not None:
+            leading[0].hand_off(leading[1])
+        return super().request(kind, *payload, timeout=timeout)
 
     def _run(self, rid: int, kind: str, payload: Payload) -> None:
         self._pool.submit(functools.partial(self.answer, rid, kind, payload))
@@ -169,12 +140,18 @@ class SelectorLoop:
         self._finished = threading.Event()
         self._on_tick: Callable[[], bool] = lambda: True
         self._next_tick = 0.0
+        self._hand = threading.Condition(threading.Lock())
+        self._answers = 0  # answers begun on a leader's thread: the standby tells a long one from a new one
+        self._inline = 0  # the one running now while it holds the selector, else 0
+        self._watching = False  # the standby looks every HANDOFF_S (requests came lately)
         self.refused_uid = 0
         """Connections refused because their peer was another user (for tests and the log)."""
 
     def stop(self) -> None:
         self._stopped.set()
         self.wake()
+        with self._hand:
+            self._hand.notify()
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -192,17 +169,79 @@ class SelectorLoop:
         self._selector.register(self._waker, selectors.EVENT_READ, "wake")
         self._on_tick = on_tick
         self._next_tick = time.monotonic() + TICK_S
+        standby = threading.Thread(target=self._standby, name="fabric-standby", daemon=True)
+        standby.start()
         self._pool.submit(self._lead)
         while not self._finished.wait(TICK_S):
             pass
+        with self._hand:
+            self._hand.notify()
 
     def _lead(self) -> None:
-        """Wait on the selector until requests come; then hand the selector on and answer one."""
+        """Wait on the selector until requests come, answer the first on this thread, and lead again,
+        until the selector is handed on (``hand_off``) while this thread answers."""
+        while True:
+            work = self._collect()
+            if not work:
+                return
+            for conn, rid, kind, payload in work[1:]:
+                self._pool.submit(functools.partial(conn.answer, rid, kind, payload))
+            conn, rid, kind, payload = work[0]
+            with self._hand:
+                self._answers += 1
+                number = self._inline = self._answers
+                if not self._watching:
+                    self._watching = True
+                    self._hand.notify()
+            _answering.leading = (self, number)
+            try:
+                conn.answer(rid, kind, payload)
+            finally:
+                _answering.leading = None
+                with self._hand:
+                    still = self._inline == number
+                    if still:
+                        self._inline = 0
+            if not still:
+                return  # another thread leads now: this one goes back to the pool
+
+    def hand_off(self, number: int) -> None:
+        """Answer ``number`` may block: another thread takes the selector (once per answer)."""
+        with self._hand:
+            if self._inline != number:
+                return
+            self._inline = 0
+        self._pool.submit(self._lead)
+
+    def _standby(self) -> None:
+        """While requests come, look every ``HANDOFF_S``: an answer that has run a whole period gets the
+        selector handed on. Quiet for ``STANDBY_QUIET_S``, sleep until the next request (no wake-ups)."""
+        quiet = 0.0
+        with self._hand:
+            while not self._stopped.is_set():
+                if not self._watching:
+                    self._hand.wait()
+                    quiet = 0.0
+                    continue
+                answers, inline = self._answers, self._inline
+                self._hand.wait(HANDOFF_S)
+                if inline and self._inline == inline:
+                    self._inline = 0
+                    self._pool.submit(self._lead)
+                elif self._answers == answers:
+                    quiet += HANDOFF_S
+                    if quiet >= STANDBY_QUIET_S:
+                        self._watching = False
+                else:
+                    quiet = 0.0
+
+    def _collect(self) -> List[Tuple[Connection, int, str, Payload]]:
+        """Wait on the selector until requests come; none once the loop stops (all closed then)."""
         work: List[Tuple[Connection, int, str, Payload]] = []
         while not work:
             if self._stopped.is_set():
                 self._close_all()
-                return
+                return work
             try:
                 for key, _ in self._selector.select(max(0.0, self._next_tick - time.monotonic())):
                     self._ready(key.data, key.fd, work)
@@ -214,11 +253,7 @@ class SelectorLoop:
                         self._stopped.set()
             except Exception:  # the selector must keep a leader whatever happens
                 _log.exception("fabric: unexpected error serving connections")
-        self._pool.submit(self._lead)  # the next leader: an idle thread, already waiting
-        for conn, rid, kind, payload in work[1:]:
-            self._pool.submit(functools.partial(conn.answer, rid, kind, payload))
-        conn, rid, kind, payload = work[0]
-        conn.answer(rid, kind, payload)
+        return work
 
     def _ready(self, data: Union[str, _Pending, Connection], fd: int, work: List[Any]) -> None:
         if data == "accept":

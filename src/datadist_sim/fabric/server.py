@@ -26,7 +26,8 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.door import SimWorld, TraceEvent, is_simulated, observe, reset_default_world
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
-from datadist_sim.fabric.loop import Connection, SelectorLoop, WorkerPool
+from datadist_sim.fabric.loop import Connection, SelectorLoop
+from datadist_sim.fabric.pool import WorkerPool
 from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
 from datadist_sim.fabric.session import STALE as STALE_HANDLE
 from datadist_sim.fabric.session import Session, by_handle_types, calling_session

@@ -1,0 +1,60 @@
+"""The fabric's threads: a pool that runs jobs (the selector's leader, calls, handshakes) on threads that
+are reused, started only when every one is busy, and ended when idle."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Callable, Deque
+
+_log = logging.getLogger("datadist_sim.fabric")
+
+
+class WorkerPool:
+    """Threads that run requests. An idle one is reused and a new one starts only when every one is busy
+    (a call may block, even on another call, so a fixed pool could deadlock); one idle for ``idle_s``
+    ends. Threads follow the calls in progress, not the connections or the requests served."""
+
+    def __init__(self, name: str, idle_s: float = 30.0) -> None:
+        self._name = name
+        self._idle_s = idle_s
+        self._jobs: Deque[Callable[[], None]] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting = 0
+        self._threads = 0
+        self._started = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._cond:
+            self._jobs.append(job)
+            if self._waiting >= len(self._jobs):
+                self._cond.notify()
+                return
+            self._threads += 1
+            self._started += 1
+            number = self._started
+        threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True).start()
+
+    @property
+    def threads(self) -> int:
+        with self._cond:
+            return self._threads
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs:
+                    self._waiting += 1
+                    try:
+                        woken = self._cond.wait(self._idle_s)
+                    finally:
+                        self._waiting -= 1
+                    if not woken and not self._jobs:
+                        self._threads -= 1
+                        return
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:  # a job reports its own failures; the thread lives on
+                _log.exception("fabric worker: unexpected error")

@@ -1,0 +1,143 @@
+"""The fabric's selector loop in one process: the leader answers a request on its own thread, so what
+must hold is that an answer that blocks there never keeps the other connections waiting. It hands the
+selector on at once when it asks a client something (whose reply only the selector reads), and after
+``HANDOFF_S`` when it blocks on anything else."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Iterator, List, Tuple
+
+import pytest
+
+from datadist_sim.fabric import loop
+from datadist_sim.fabric.channel import CallConnection, Channel
+from datadist_sim.fabric.pool import WorkerPool
+from datadist_sim.fabric.wire import client_handshake, make_loads, plain_dumps
+
+TOKEN = "0123456789abcdef0123"
+WAIT_S = 20.0
+"""Every wait of these tests is bounded by this, so a loop that starves a connection fails, not hangs."""
+
+
+def _no_reference(pid: Any) -> Any:
+    raise AssertionError(f"unexpected reference {pid!r}")
+
+
+class _Served:
+    """A ``SelectorLoop`` on a socket in ``folder``, its connections answering with ``handler``."""
+
+    def __init__(self, folder: Path, handler: Any) -> None:
+        self.path = str(folder / "loop.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.path)
+        listener.listen(16)
+        self.listener = listener
+        self.conns: List[loop.Connection] = []
+        self.pool = WorkerPool("test-loop")
+
+        def admit(sock: socket.socket, pid: int) -> loop.Connection:
+            conn = loop.Connection(
+                sock,
+                lambda kind, payload: handler(conn, kind, payload),
+                self.pool,
+                dumps=plain_dumps,
+                loads=make_loads(_no_reference),
+            )
+            self.conns.append(conn)
+            return conn
+
+        self.loop = loop.SelectorLoop(listener, TOKEN, admit, self.pool)
+        self.thread = threading.Thread(target=self.loop.run, args=(lambda: True,), daemon=True)
+        self.thread.start()
+
+    def connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(self.path)
+        client_handshake(sock, TOKEN, WAIT_S)
+        return sock
+
+    def call(self, kind: str, *payload: Any) -> Any:
+        conn = CallConnection(self.connect(), plain_dumps, make_loads(_no_reference))
+        try:
+            return conn.call(kind, payload, WAIT_S)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self.loop.stop()
+        self.thread.join(WAIT_S)
+        self.listener.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Any]:
+    made: List[_Served] = []
+
+    def make(handler: Any) -> _Served:
+        made.append(_Served(tmp_path, handler))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.stop()
+
+
+def test_an_answer_blocked_on_the_leaders_thread_does_not_keep_another_connection_waiting(
+    served: Any,
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    answered_while_blocked: List[bool] = []
+
+    def handler(conn: loop.Connection, kind: str, payload: Tuple[Any, ...]) -> Any:
+        if kind == "block":
+            started.set()
+            return release.wait(WAIT_S)
+        return ("echo", *payload)
+
+    fabric = served(handler)
+    blocked: List[Any] = []
+    caller = threading.Thread(target=lambda: blocked.append(fabric.call("block")), daemon=True)
+    caller.start()
+    assert started.wait(WAIT_S)
+    try:
+        assert fabric.call("echo", 7) == ("echo", 7)
+        answered_while_blocked.append(not release.is_set())
+    finally:
+        release.set()
+    caller.join(WAIT_S)
+    assert answered_while_blocked == [True]
+    assert blocked == [True]
+
+
+def test_a_leader_that_asks_a_client_hands_the_selector_on_at_once(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "HANDOFF_S", 3600.0)  # the standby never steps in: only the ask hands on
+    asked: List[loop.Connection] = []
+
+    def handler(conn: loop.Connection, kind: str, payload: Tuple[Any, ...]) -> Any:
+        if kind == "hello":
+            asked.append(conn)
+            return os.getpid()
+        (target,) = payload  # "ask": the fabric asks the first client, whose reply the selector reads
+        return asked[target].request("ping", 5, timeout=WAIT_S)
+
+    fabric = served(handler)
+    client = Channel(
+        fabric.connect(),
+        lambda kind, payload: ("pong", *payload),
+        dumps=plain_dumps,
+        loads=make_loads(_no_reference),
+        spawn=False,
+        name="test-client",
+    )
+    client.start()
+    try:
+        assert client.request("hello", timeout=WAIT_S) == os.getpid()
+        assert fabric.call("ask", 0) == ("pong", 5)
+    finally:
+        client.close()
