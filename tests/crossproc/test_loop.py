@@ -14,7 +14,7 @@ from typing import Any, Iterator, List, Tuple
 import pytest
 
 from datadist_sim.fabric import loop
-from datadist_sim.fabric.channel import CallConnection, Channel
+from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed
 from datadist_sim.fabric.pool import WorkerPool
 from datadist_sim.fabric.wire import client_handshake, make_loads, plain_dumps
 
@@ -141,3 +141,34 @@ def test_a_leader_that_asks_a_client_hands_the_selector_on_at_once(
         assert fabric.call("ask", 0) == ("pong", 5)
     finally:
         client.close()
+
+
+def test_stopping_while_an_answer_blocks_closes_the_loop_without_waiting_for_it(served: Any) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def handler(conn: loop.Connection, kind: str, payload: Tuple[Any, ...]) -> Any:
+        started.set()
+        return release.wait(WAIT_S)
+
+    fabric = served(handler)
+    outcome: List[str] = []
+
+    def call() -> None:
+        try:
+            fabric.call("block")
+            outcome.append("answered")
+        except ChannelClosed:
+            outcome.append("closed")
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    assert started.wait(WAIT_S)
+    try:
+        fabric.loop.stop()
+        fabric.thread.join(WAIT_S)
+        stopped_while_blocked = not fabric.thread.is_alive() and not release.is_set()
+    finally:
+        release.set()
+    caller.join(WAIT_S)
+    assert stopped_while_blocked
+    assert outcome == ["closed"]  # its connection closed with the loop; the late answer is never sent

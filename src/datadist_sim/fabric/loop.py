@@ -234,6 +234,9 @@ class SelectorLoop:
                         self._watching = False
                 else:
                     quiet = 0.0
+            if self._inline:  # stopping while an answer runs: a leader must close the connections
+                self._inline = 0
+                self._pool.submit(self._lead)
 
     def _collect(self) -> List[Tuple[Connection, int, str, Payload]]:
         """Wait on the selector until requests come; none once the loop stops (all closed then)."""
