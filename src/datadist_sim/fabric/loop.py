@@ -11,8 +11,9 @@ three more context switches (issue 15), so the selector is handed on only when a
 once when the answering thread asks a client something (its reply comes through the selector), and
 otherwise when an answer has run a whole ``HANDOFF_S`` (a lock, a simulated wait, another process's
 call), which a standby thread watches for while requests come. So a blocking call delays the other
-connections by ``HANDOFF_S`` at most and starves none. Only the handshake of a peer that spoke and the
-calls themselves occupy threads, so a flood of idle or half-open connections delays nobody.
+connections by two ``HANDOFF_S`` periods (plus scheduling) and starves none. Only the handshake of a
+peer that spoke and the calls themselves occupy threads, so a flood of idle or half-open connections
+delays nobody.
 """
 
 from __future__ import annotations
