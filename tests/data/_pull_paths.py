@@ -6,6 +6,7 @@ cache's bytes, the clock, the trace. ``test_pull_paths_agree`` makes the scripts
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
@@ -150,13 +151,29 @@ def run(
     for bufs in buffers.values():
         for b in bufs:
             b[...] = 0
-    with paths(fast, face_shortcut) as counts, activate(world):
+    with paths(fast, face_shortcut) as counts, activate(world), _thread_beside(setup.beside_thread):
         try:
             records = _Runner(world, setup, buffers).run(case.steps)
         finally:
             finalize_all(world)
     trace = [(e.time, str(e)) for e in world.trace]
     return Result(records, trace, counts["fast"], counts["fast_done"], counts["general"])
+
+
+@contextmanager
+def _thread_beside(wanted: bool) -> Iterator[None]:
+    """An idle thread alive meanwhile, if ``wanted`` (``Setup.beside_thread``)."""
+    if not wanted:
+        yield
+        return
+    done = threading.Event()
+    idle = threading.Thread(target=done.wait, name="idle-beside-the-script")
+    idle.start()
+    try:
+        yield
+    finally:
+        done.set()
+        idle.join()
 
 
 class _Runner:

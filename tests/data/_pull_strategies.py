@@ -99,17 +99,22 @@ WILD_SETUP = st.builds(
     reverse=mostly(False, True),
     comm=mostly(False, True),
     comm_keeps_link=st.booleans(),
+    beside_thread=st.booleans(),
 ).map(_possible)
 
 
 PLAIN_SETUP = st.builds(
-    lambda v2, other, reverse: Setup(v2=v2, other_clock=other, reverse=v2 and reverse),
+    lambda v2, other, reverse, beside: Setup(
+        v2=v2, other_clock=other, reverse=v2 and reverse, beside_thread=beside
+    ),
     st.booleans(),
     st.booleans(),
     mostly(False, True),
+    st.booleans(),
 )
 SETUP = st.one_of(PLAIN_SETUP, WILD_SETUP)
-"""Half the worlds plain (a linked pair, either face, either clock branch), half anything."""
+"""Half the worlds plain (a linked pair, either face, either clock branch, alone or beside another
+thread), half anything."""
 
 
 def req_keys(cluster: Any = CLUSTER) -> Any:

@@ -1,14 +1,26 @@
 """The pull fast path (issue 15) resolves each tensor's bytes once per cache and copies through them; it
-must move exactly the bytes the general path moves, and never through bytes of memory since freed."""
+must move exactly the bytes the general path moves, and never through bytes of memory since freed.
+Beside other threads it holds the world's and both stores' locks and leaves to the general path what
+that path would make wait or refuse (``pulls._beside_others``)."""
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Tuple
+
 import numpy as np
+import pytest
 
+from datadist_sim._world import pulls, transfer
+from datadist_sim._world.ranges import whole_batch
 from datadist_sim._world.world import SimWorld
-from datadist_sim.llm_datadist.v2.llm_types import CacheKeyByIdAndIndex
+from datadist_sim.llm_datadist.status import LLMException
+from datadist_sim.llm_datadist.status import LLMStatusCode as S
+from datadist_sim.llm_datadist.v2.llm_types import CacheKey, CacheKeyByIdAndIndex
+from datadist_sim.llm_datadist.v2.llm_utils import pack_pulled_key
 
-from .conftest import P_ID, pair
+from .conftest import D_ID, P_ID, pair
 from .test_cache_manager_v2 import desc, fill, views
 
 
@@ -38,4 +50,87 @@ def test_fast_pull_after_free_and_reallocation_reads_the_new_cache_bytes(world: 
     fill(world, second, seed=4)
     d.cache_manager.pull_cache(CacheKeyByIdAndIndex(P_ID, second.cache_id, 0), dst)
     for s, t in zip(views(world, second), views(world, dst)):
+        np.testing.assert_array_equal(t, s)
+
+
+@contextmanager
+def _another_thread() -> Iterator[None]:
+    done = threading.Event()
+    idle = threading.Thread(target=done.wait)
+    idle.start()
+    try:
+        yield
+    finally:
+        done.set()
+        idle.join()
+
+
+def _request(world: SimWorld, key: CacheKey, dst: Any) -> Tuple[Any, pulls.PullRequest]:
+    packed = pack_pulled_key(key)
+    return world.node(D_ID), pulls.PullRequest(dst.cache_id, packed, whole_batch(-1, 0, 2), False)
+
+
+def test_fast_pull_beside_another_thread_declines_while_a_transfer_runs_on_the_link(world: SimWorld) -> None:
+    """Beside other threads the fast path holds the locks from its checks to its commit, so it must not
+    overtake a transfer already registered on the link (the slow path waits for the link's mutex, or is
+    ``LLM_LINK_BUSY``): it declines, changing nothing, and runs once the link is free."""
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    fill(world, src, seed=5)
+    before = [v.copy() for v in views(world, dst)]
+    node, request = _request(world, CacheKey(P_ID, 1), dst)
+    with _another_thread():
+        with transfer._activity(world, world.node(P_ID), D_ID, "push"):  # the other end pushes
+            assert pulls._fast_pull(world, node, request) is False
+            for new, old in zip(views(world, dst), before):
+                np.testing.assert_array_equal(new, old)
+            assert world.caches[P_ID].key_table, "the key is still there"
+        assert pulls._fast_pull(world, node, request) is True
+    for s, t in zip(views(world, src), views(world, dst)):
+        np.testing.assert_array_equal(t, s)
+    assert not world.caches[P_ID].key_table, "the pull consumed its key"
+
+
+def test_fast_pull_beside_another_thread_declines_the_same_pull_in_flight(world: SimWorld) -> None:
+    """The same pull (key and destination) in flight on another thread: the fast path leaves it to the
+    slow path, whose answer is ``LLM_REPEAT_REQUEST``."""
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    node, request = _request(world, CacheKey(P_ID, 1), dst)
+    with _another_thread():
+        world.caches[D_ID].inflight.add((request.key, request.dst_cache_id))
+        assert pulls._fast_pull(world, node, request) is False
+        with pytest.raises(LLMException) as refused:
+            d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+        assert refused.value.status_code is S.LLM_REPEAT_REQUEST
+        world.caches[D_ID].inflight.clear()
+        d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+    assert not world.caches[P_ID].key_table
+
+
+def test_fast_pull_beside_another_thread_waits_for_a_store_lock_held_elsewhere(world: SimWorld) -> None:
+    """A cache freed or allocated on another thread holds its store's lock: a fast pull beside it waits
+    for that lock (it never writes into a store mid-change), then runs whole."""
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    fill(world, src, seed=6)
+    before = [v.copy() for v in views(world, dst)]
+    finished = threading.Event()
+
+    def pull() -> None:
+        d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
+        finished.set()
+
+    with world.caches[D_ID].lock:  # the destination's store, mid-change on this thread
+        puller = threading.Thread(target=pull)
+        puller.start()
+        assert not finished.wait(0.2), "the pull went on while the destination's store was mid-change"
+        for new, old in zip(views(world, dst), before):
+            np.testing.assert_array_equal(new, old)
+    puller.join(5)
+    assert finished.is_set()
+    for s, t in zip(views(world, src), views(world, dst)):
         np.testing.assert_array_equal(t, s)

@@ -58,14 +58,17 @@ def test_pull_cache_and_pull_blocks_give_the_same_everything_with_and_without_th
         clock = "other clock" if case.setup.other_clock else "virtual clock"
         seen[f"fast {face}"] += fast.fast
         seen[f"fast {clock}"] += fast.fast
+        seen["fast beside a thread" if case.setup.beside_thread else "fast alone"] += fast.fast
         for r in fast.records:
             if isinstance(r.step, (Pull, PullBlocks)) and r.outcome != ("ok", "skipped"):
                 seen["pulls ok" if r.outcome == ("ok", None) else "pulls failed"] += 1
         event(f"fast path taken {min(fast.fast, 3)}+ times")
 
     check()
-    # the comparison means something only if the fast path ran, on both faces and both clock branches
-    for what in ("fast v2", "fast v1", "fast virtual clock", "fast other clock", "pulls ok", "pulls failed"):
+    # the comparison means something only if the fast path ran, on both faces, both clock branches, alone
+    # and beside another thread
+    faces, clocks = ("fast v2", "fast v1"), ("fast virtual clock", "fast other clock")
+    for what in (*faces, *clocks, "fast alone", "fast beside a thread", "pulls ok", "pulls failed"):
         assert seen[what] > 0, f"no example exercised {what}: {dict(seen)}"
 
 
@@ -304,6 +307,19 @@ WRITTEN: Tuple[Tuple[str, Setup, Tuple[Any, ...], str], ...] = (
         "LLM_WAIT_PROCESS_TIMEOUT",
     ),
     ("metadata only", Setup(v2=True, metadata_only=True), (SRC, DST, Pull(ReqKey(P_ID, 1), 0)), "ok"),
+    ("beside a thread", Setup(v2=True, beside_thread=True), (SRC, DST, Pull(ReqKey(P_ID, 1), 0)), "ok"),
+    (
+        "beside a thread v1, by id, then the key again",
+        Setup(v2=False, beside_thread=True),
+        (SRC, DST, Pull(IdKey(P_ID, 0, 1), 0), Pull(ReqKey(P_ID, 1), 1), Pull(ReqKey(P_ID, 1), 0)),
+        "LLM_KV_CACHE_NOT_EXIST",
+    ),
+    (
+        "beside a thread, timeout",
+        Setup(v2=True, beside_thread=True, sync_ms="0"),
+        (SRC, DST, Pull(ReqKey(P_ID, 1), 0)),
+        "LLM_TIMEOUT",
+    ),
     ("legacy, by id", Setup(v2=True, legacy=True), (SRC, DST, Pull(IdKey(P_ID, 0, 1), 0, 1)), "ok"),
 )
 

@@ -5,7 +5,7 @@ the same time pass and commits the same bytes with a few lookups (issue 15).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from datadist_sim._world.transfer import (
     _req_id,
     _run,
     _time_out,
+    transfers_running,
 )
 from datadist_sim._world.world import SimWorld, store_of
 
@@ -120,57 +121,119 @@ def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
 
 
 def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool:
-    """The common pull in a few lookups: one thread, no fault rule loaded, no poisoned memory, a healthy
-    link and a transfer shorter than the timeout. Then nothing can happen between planning and
-    committing (nothing else runs, and no rule can fire), so ``pull``'s slow path would plan once,
-    register and release the transfer on the link with no one to see it, let the same time pass and
-    commit the same ranges; this does exactly that, minus what no one can observe. Returns False, having
-    changed nothing, when the slow path must run (which then meets the same state from the start)."""
+    """The common pull in a few lookups: no fault rule loaded, no poisoned memory, a healthy link, no
+    other transfer on it, and a transfer shorter than the timeout. Then no rule can fire between planning
+    and committing, and under the virtual clock the transfer's time passes as a counter moves, so
+    ``pull``'s slow path would plan, register the transfer on the link, let the time pass, plan again and
+    commit the same ranges; this does the same in one step that no other thread can enter, minus the
+    bookkeeping no one can observe: the schedule of the slow path in which nothing else runs meanwhile.
+    Returns False, having changed nothing, when the slow path must run (which then meets the same state
+    from the start).
+
+    Alone (no other thread) it needs no lock at all; beside other threads (a fabric's, an asyncio
+    executor's) it holds the world's lock and both stores' locks, which every change of what it reads
+    takes (``_beside_others``). Under a real clock the time passes in wall time, outside the lock, so
+    only a caller that is alone takes a fast path there."""
     remote_id = request.key.cluster_id
     peer = node.peers.get(remote_id)
-    if (
-        peer is None
-        or peer.broken
+    if peer is None or _unsafe(world, peer, remote_id):
+        return False
+    clock = world.clock
+    if type(clock) is not VirtualClock:
+        return not other_threads() and _in_real_time(world, node, request)
+    if other_threads():
+        return _beside_others(world, node, request, peer, clock)
+    # no other thread: nothing can contend for the locks, so the one-pass pull goes without them (a
+    # lock is 4 % of a small pull; a finalizer run in this thread would pass the reentrant lock too)
+    return _pull_at_once(world, node, request, peer, clock.pass_alone) or _planned(
+        world, node, request, clock
+    )
+
+
+def _unsafe(world: SimWorld, peer: PeerLink, remote_id: int) -> bool:
+    """What sends a pull down the slow path whatever it is: a broken or lost link, a killed peer, a
+    fault rule loaded (it may fire on the transfer) or poisoned memory (a range may meet it)."""
+    return (
+        peer.broken
         or peer.peer_lost
         or remote_id in world.killed
         or not world.faults.idle
         or world.memory.has_poison
-        or other_threads()
-    ):
+    )
+
+
+def _beside_others(
+    world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink, clock: VirtualClock
+) -> bool:
+    """The fast pull while other threads run, under the virtual clock: the world's lock and both
+    stores' locks (the order ``pull``'s slow path takes them in), held from the checks to the commit.
+    Every change of what the pull reads takes one of them: a link, a kill or a fault's effect the world
+    lock; a cache or key allocated, freed or consumed its store's lock; a transfer on the link registers
+    under the world lock (``_activity``), and a pull in flight under its store's. So the pull runs whole
+    between two changes, as the slow path runs when no other thread acts during it. A transfer already
+    on the link, or the same pull in flight, takes the slow path (it waits for the link, or is
+    ``LLM_REPEAT_REQUEST``); the time passes by the clock's own lock, so threads waiting on the clock
+    see it move as they would."""
+    local = world.caches.get(node.cluster_id)
+    store = world.caches.get(request.key.cluster_id)
+    if local is None or store is None:
         return False
-    clock = world.clock
-    # no other thread: nothing can contend for the world lock, so the one-pass pull goes without it (a
-    # lock is 4 % of a small pull; a finalizer run in this thread would pass the reentrant lock too)
-    if type(clock) is VirtualClock and _pull_at_once(world, node, request, peer, clock):
-        return True
+    with world.lock, local.lock, store.lock:
+        remote_id = request.key.cluster_id
+        if (
+            node.peers.get(remote_id) is not peer
+            or _unsafe(world, peer, remote_id)  # again, now that nothing can change it
+            or (request.key, request.dst_cache_id) in local.inflight
+            or transfers_running(world, node, remote_id)
+        ):
+            return False
+        return _pull_at_once(world, node, request, peer, clock.sleep) or _planned(world, node, request, clock)
+
+
+def _planned(world: SimWorld, node: ClusterNode, request: PullRequest, clock: VirtualClock) -> bool:
+    """Any other pull ``_plan_pull`` plans, under the virtual clock with nothing to interfere: plan,
+    let the time pass, commit, all under the world lock."""
+    remote_id = request.key.cluster_id
     with world.lock:
-        virtual = type(clock) is VirtualClock
         store, src, consume, plan = _plan_pull(world, node, request)
         nbytes = plan.nbytes
         seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
         if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
             return False
-        if virtual:
-            # time passes as a counter moves, with no call out and no one else to run: nothing can
-            # change while it passes, so the copy follows at once, under the same lock
-            start = world.now()
-            clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
-            lost = _commit(world, plan, store, src, consume)
-            remote = None
-        else:
-            remote = world.node(remote_id)
-    if remote is not None:
         start = world.now()
-        world.elapse(start + seconds - world.now())
-        with world.lock:  # the lock is let go while time passes: whatever runs meanwhile is seen here
-            lost = _peer_gone(world, node, remote_id, remote) or _commit(world, plan, store, src, consume)
+        clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
+        lost = _commit(world, plan, store, src, consume)
+    if lost:
+        _time_out(world, node, remote_id, nbytes, waited_s=seconds)
+    return True
+
+
+def _in_real_time(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool:
+    """A fast pull of a caller that is alone under a real clock: the time passes in wall time outside
+    the world lock, and whatever ran meanwhile (a finalizer, a signal handler) is seen before the commit."""
+    remote_id = request.key.cluster_id
+    with world.lock:
+        store, src, consume, plan = _plan_pull(world, node, request)
+        nbytes = plan.nbytes
+        seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
+        if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
+            return False
+        remote = world.node(remote_id)
+    start = world.now()
+    world.elapse(start + seconds - world.now())
+    with world.lock:
+        lost = _peer_gone(world, node, remote_id, remote) or _commit(world, plan, store, src, consume)
     if lost:
         _time_out(world, node, remote_id, nbytes, waited_s=seconds)
     return True
 
 
 def _pull_at_once(
-    world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink, clock: VirtualClock
+    world: SimWorld,
+    node: ClusterNode,
+    request: PullRequest,
+    peer: PeerLink,
+    pass_time: Callable[[float], None],
 ) -> bool:
     """The commonest pull, whole, under the virtual clock: a whole batch of every tensor between two
     pool-backed contiguous caches over a ready link. Each test below is one of ``_plan_pull``'s checks
@@ -178,8 +241,9 @@ def _pull_at_once(
     bytes) written as a plain comparison that only says "it passes"; then the same time passes and the
     same bytes move as ``_commit`` would move them (none in a metadata-only world). When a test does not
     pass, or the pull is anything else, this returns False having changed nothing, and ``_plan_pull``
-    plans the pull (and names what fails) from the same state. The caller is the only thread, so neither
-    the world nor the stores need their locks, and no fault rule is loaded."""
+    plans the pull (and names what fails) from the same state. No fault rule is loaded, and nothing else
+    can change the world meanwhile: the caller is the only thread, or holds the world's and both stores'
+    locks (``_beside_others``). ``pass_time`` lets the seconds pass on the virtual clock."""
     key, params = request.key, request.params
     remote_id = key.cluster_id
     local = world.caches.get(node.cluster_id)
@@ -232,7 +296,7 @@ def _pull_at_once(
         not moves and not _nothing_behind(world, src, dst)
     ) or seconds > node.settings.sync_kv_timeout_ms / 1000.0:
         return False
-    clock.pass_alone(now + seconds - now)  # as ``_pass_time`` with nothing due
+    pass_time(now + seconds - now)  # as ``_pass_time`` with nothing due
     if moves:
         s0, d0 = src_batch * batch_bytes, batch_index * dst.batch_bytes
         for s, d in zip(source, target):
