@@ -4,8 +4,8 @@ print ``CodeCoverage.report()``.
 
 Nothing is recorded twice: the face already traces every public call with its outcome (``api_call`` in
 ``llm_datadist/_engine.py``), and a ``CodeCoverage`` started here sees each such trace event as it is
-recorded, in every world of the process (``trace.observe``), before the bounded trace buffer can drop
-it. One call counts once for each distinct code it gave the client: the code it raised or returned, plus
+recorded, in every world of the process (``trace.observe_calls``), before the bounded trace buffer can
+drop it. One call counts once for each distinct code it gave the client: the code it raised or returned, plus
 the per-cluster codes ``link_clusters``/``unlink_clusters`` return and the per-config results of
 ``CacheTask.get_results``. Outcomes that are Python exceptions (``TypeError``, ``ValueError``...) are
 counted apart: they are not status codes.
@@ -47,21 +47,27 @@ class CodeCoverage:
 
     def observe(self, event: TraceEvent) -> None:
         """Count one trace event if it is a public call (world events are not what the client saw)."""
-        if event.kind != "call":
-            return
-        codes = received(event)
+        if event.kind == "call":
+            self.count(event.op, event.outcome, event.detail)
+
+    def count(self, op: str, outcome: str, detail: str) -> None:
+        """Count one public call: ``op`` gave the client ``outcome`` (and the codes named in ``detail``)."""
+        codes = received(outcome, detail)
         with self._lock:
             self.calls += 1
             if not codes:
-                self.exceptions[event.outcome] += 1
+                self.exceptions[outcome] += 1
             for code in codes:
                 self.per_code[code] += 1
-                self.per_op.setdefault(code, Counter())[event.op] += 1
+                ops = self.per_op.get(code)
+                if ops is None:
+                    ops = self.per_op[code] = Counter()
+                ops[op] += 1
 
     def start(self) -> CodeCoverage:
         """Count every call of every world from now on (until ``stop``); returns self."""
         if self._stop is None:
-            self._stop = trace.observe(self.observe)
+            self._stop = trace.observe_calls(self.count)
         return self
 
     def stop(self) -> None:
@@ -179,12 +185,12 @@ class CodeCoverage:
         return total
 
 
-def received(event: TraceEvent) -> List[str]:
+def received(outcome: str, detail: str) -> List[str]:
     """The distinct status codes a traced call gave the client: its outcome, and the per-cluster or
     per-config codes the face wrote in ``detail``. Empty when it raised a Python exception."""
-    codes = [event.outcome] if event.outcome in _CODES else []
-    if event.detail and codes:
-        for name in event.detail.split(","):
+    codes = [outcome] if outcome in _CODES else []
+    if detail and codes:
+        for name in detail.split(","):
             if name in _CODES and name not in codes:
                 codes.append(name)
     return codes

@@ -22,18 +22,21 @@ from datadist_sim._world.clock import other_threads
 
 _DEBUG = logging.DEBUG
 PathOrFile = Union[str, Path, IO[str]]
-Observer = Callable[["TraceEvent"], None]
+CallObserver = Callable[[str, str, str], None]
+"""Told of a public call as it is recorded: its ``op``, ``outcome`` and ``detail``."""
 
-_observers: Tuple[Observer, ...] = ()
-"""Called with every event of every world's trace (``observe``); replaced whole, never mutated, so
-``record`` reads it without a lock."""
+_observers: Tuple[CallObserver, ...] = ()
+"""Called at every public call of every world (``observe_calls``); replaced whole, never mutated, so
+``record_call`` reads it without a lock."""
 _observers_lock = threading.Lock()
 
 
-def observe(callback: Observer) -> Callable[[], None]:
-    """Have ``callback`` see every event recorded by any world from now on, before the bounded buffer
-    can drop it (tools that count, like the error-path coverage report); returns the function that
-    stops it. The callback runs under the recording trace's lock: keep it short, never record from it."""
+def observe_calls(callback: CallObserver) -> Callable[[], None]:
+    """Have ``callback`` told of every public call recorded by any world from now on, before the bounded
+    buffer can drop it (tools that count, like the error-path coverage report); returns the function
+    that stops it. It is told the call's fields, not a ``TraceEvent``: making one per call costs more
+    than the rest of a small pull's bookkeeping, and a fabric always counts (issue 15). It runs on the
+    calling thread, under no lock of the trace: keep it short, never record from it."""
     global _observers
     with _observers_lock:
         _observers = (*_observers, callback)
@@ -170,8 +173,6 @@ class Trace:
             self.total += 1
             if self._sink is not None:
                 self._sink.write(event.to_json() + "\n")
-            for observer in _observers:
-                observer(event)
 
     def record_call(
         self,
@@ -185,10 +186,13 @@ class Trace:
     ) -> None:
         """One API call (``kind="call"``) now, its arguments shown by ``shown(args, kwargs)`` when read.
         Kept as its fields until someone reads the trace, which makes its ``TraceEvent`` then (one per
-        call costs more than the rest of a small pull's bookkeeping); made at once when a sink, an
-        observer or the DEBUG log (as ``SimWorld.record`` logs an event) is there to see it."""
+        call costs more than the rest of a small pull's bookkeeping); made at once when a sink or the
+        DEBUG log (as ``SimWorld.record`` logs an event) is there to see it. Call observers are told its
+        fields."""
+        for observer in _observers:
+            observer(op, outcome, detail)
         fields = (self._now(), cluster_id, op, outcome, detail, shown, args, kwargs)
-        if self._sink is not None or _observers or _WORLD_LOG.isEnabledFor(_DEBUG):
+        if self._sink is not None or _WORLD_LOG.isEnabledFor(_DEBUG):
             event = call_event(fields)
             self.record(event)
             _log.world_event(event)

@@ -23,7 +23,7 @@ import threading
 from typing import Any, Dict, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import SimWorld, TraceEvent, is_simulated, observe, reset_default_world
+from datadist_sim._world.door import SimWorld, is_simulated, observe_calls, reset_default_world
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
 from datadist_sim.fabric.loop import Connection, SelectorLoop
@@ -57,7 +57,7 @@ class FabricServer:
         self._count = 0
         self._stop = threading.Event()
         self._sock: Optional[socket.socket] = None
-        self._stop_counting = observe(self._count_call)  # every traced call, of any world
+        self._stop_counting = observe_calls(self._count_call)  # every traced call, of any world
         self._inode = 0
         self._loop: Optional[SelectorLoop] = None
 
@@ -122,11 +122,11 @@ class FabricServer:
         if self._loop is not None:
             self._loop.wake()
 
-    def _count_call(self, event: TraceEvent) -> None:
+    def _count_call(self, op: str, outcome: str, detail: str) -> None:
         """Each traced call counts for the process whose request it serves (error-path coverage)."""
         session = calling_session()
         if session is not None and session.server is self:
-            session.coverage.observe(event)
+            session.coverage.count(op, outcome, detail)
 
     def close(self) -> None:
         """Stop listening and take the socket, lock and log files away (under the start lock, so no
@@ -266,22 +266,26 @@ class FabricServer:
     def _call(
         self, session: Session, obj: Any, name: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Any:
-        from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
-
         if name.startswith("_"):
             raise AttributeError(name)
+        if name not in _LIFECYCLE:  # the calls a cluster's life does not hang on: nothing to note first
+            result = getattr(obj, name)(*args, **kwargs)
+            if result is not None:
+                self._note_raw(session, result)
+            return result
+        from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
+
         is_instance = isinstance(obj, LLMDataDist)
         if is_instance and name == "init":
             self._one_per_process(session, obj)
         result = getattr(obj, name)(*args, **kwargs)
-        if is_instance and name in ("init", "finalize"):
+        if is_instance:
             cluster_id = obj.cluster_id
             node = self.world.node(cluster_id)
             if name == "init" and node is not None:
                 session.clusters[cluster_id] = node.mode
             elif name == "finalize":
                 session.clusters.pop(cluster_id, None)
-        self._note_raw(session, result)
         return result
 
     def _one_per_process(self, session: Session, obj: Any) -> None:
@@ -323,6 +327,10 @@ class FabricServer:
                 "backed_bytes": self.space.backed_bytes,
             }
         raise ValueError(f"unknown fabric function {name!r}")
+
+
+_LIFECYCLE = frozenset({"init", "finalize"})
+"""An instance's calls that begin or end a cluster of the calling process."""
 
 
 def _sized(cache: Any) -> int:

@@ -3,13 +3,12 @@ reference counts, so a dropped proxy lets its object go), and the clusters it ru
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
 import pickle
 import secrets
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -25,16 +24,6 @@ CALLBACK_TIMEOUT_S = 600.0
 """Longest wait for a client's ``synchronize_layer`` given no timeout of its own."""
 
 _context = threading.local()
-
-
-@contextlib.contextmanager
-def serving(session: Session) -> Iterator[None]:
-    """Mark this thread as running a request of ``session`` (whose raw pointers are the default)."""
-    _context.session = session
-    try:
-        yield
-    finally:
-        _context.session = None
 
 
 def calling_session() -> Optional[Session]:
@@ -179,8 +168,13 @@ class Session:
     # -- requests from the client --------------------------------------------------------------------
 
     def _handle(self, kind: str, payload: Tuple[Any, ...]) -> Any:
-        with serving(self):
+        """Run one request, this thread marked meanwhile as serving this session (``calling_session``:
+        whose raw pointers are the default, whose coverage counts the call)."""
+        _context.session = self
+        try:
             return self.server.dispatch(self, kind, payload)
+        finally:
+            _context.session = None
 
     def ran(self) -> Dict[int, Mode]:
         """The clusters this process runs, or ran when it was lost, with their modes."""
