@@ -5,6 +5,7 @@ goes on serving."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import pickle
 import socket
@@ -50,6 +51,31 @@ def test_the_wire_decoder_refuses_a_frame_that_names_code_and_admits_the_protoco
     assert (decoded[3][0].req_id, decoded[3][1].shape, decoded[3][2]) == (2, [2], LLMRole.PROMPT)
     array = loads(plain_dumps(("rep", 1, True, np.arange(6, dtype=np.float16).reshape(2, 3))))[3]
     assert array.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_decoding_a_frame_imports_nothing() -> None:
+    """The names a frame may use are resolved once, beforehand: decoding one never runs the import
+    machinery, whatever module the frame names (an allowed one included)."""
+    from datadist_sim.llm_datadist import CacheKeyByIdAndIndex, DataType
+
+    loads = make_loads(_no_refs)
+    frame = plain_dumps(("req", 1, "call", (CacheKeyByIdAndIndex(1, 2, 3), DataType.DT_FLOAT16, np.int64(7))))
+    loads(frame)  # whatever is resolved once, is resolved now
+    code = pickle.dumps(_Payload())
+
+    def no_import(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"decoding imported {args[0]!r}")
+
+    real_import = builtins.__import__
+    builtins.__import__ = no_import
+    try:
+        key, dtype, number = loads(frame)[3]
+        refused = pytest.raises(pickle.UnpicklingError, match=r"does not carry posix\.system")
+        with refused:
+            loads(code)
+    finally:
+        builtins.__import__ = real_import
+    assert (key.cluster_id, key.cache_id, key.batch_index, dtype, number) == (1, 2, 3, DataType.DT_FLOAT16, 7)
 
 
 def test_the_wire_admits_a_clients_own_cpu_caches_and_ranges_as_the_vendor_samples_send_them() -> None:

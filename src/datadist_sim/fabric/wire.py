@@ -30,7 +30,7 @@ import sys
 import time
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import answer_challenge, deliver_challenge
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 HEADER = struct.Struct("!Q")
 MAX_FRAME = 1 << 40
@@ -226,12 +226,14 @@ _DATA_CLASSES = frozenset(
         "TransferWithCacheKeyConfig",
     }
 )
-_allowed: Optional[FrozenSet[Tuple[str, str]]] = None
+_allowed: Optional[Dict[Tuple[str, str], Any]] = None
 
 
-def allowed_globals() -> FrozenSet[Tuple[str, str]]:
-    """Every ``(module, name)`` a frame may name: the faces' enums and data classes, and what numpy
-    arrays, dtypes and scalars pickle to (found by pickling samples, so it follows the numpy version)."""
+def allowed_globals() -> Dict[Tuple[str, str], Any]:
+    """Every ``(module, name)`` a frame may name, with the object it names: the faces' enums and data
+    classes, and what numpy arrays, dtypes and scalars pickle to (found by pickling samples, so it follows
+    the numpy version). Resolved once, so decoding a frame never imports anything (and a lookup costs less
+    than the import machinery ``Unpickler.find_class`` runs for each global, issue 15)."""
     global _allowed
     if _allowed is None:
         import numpy as np
@@ -239,28 +241,33 @@ def allowed_globals() -> FrozenSet[Tuple[str, str]]:
         from datadist_sim import llm_datadist, llm_datadist_v1
 
         # plain values a client may pass that pickle by name: ``range(n)`` as a layer or block list
-        found = {("builtins", "range"), ("builtins", "slice"), ("builtins", "complex")}
+        found: Dict[Tuple[str, str], Any] = {
+            ("builtins", "range"): range,
+            ("builtins", "slice"): slice,
+            ("builtins", "complex"): complex,
+        }
         for face in (llm_datadist, llm_datadist_v1):
             for name in getattr(face, "__all__", dir(face)):
                 value = getattr(face, name, None)
                 if isinstance(value, type) and (issubclass(value, enum.Enum) or name in _DATA_CLASSES):
-                    found.add((value.__module__, value.__qualname__))
+                    found[(value.__module__, value.__qualname__)] = value
         samples: List[Any] = [np.zeros((2, 3), np.float16), np.arange(6)[::2], np.dtype("f2"), np.int64(1)]
         samples += [np.float32(1), np.bool_(True), np.zeros(2, dtype=[("a", "i4")])]
         for sample in samples:
-            found |= _globals_in(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL))
-        _allowed = frozenset(found)
+            found.update(_globals_in(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)))
+        _allowed = found
     return _allowed
 
 
-def _globals_in(data: bytes) -> Set[Tuple[str, str]]:
-    """The globals a pickle names, found by loading it with a recording ``find_class``."""
-    names: Set[Tuple[str, str]] = set()
+def _globals_in(data: bytes) -> Dict[Tuple[str, str], Any]:
+    """The globals a pickle names, and what each names, found by loading it with a recording
+    ``find_class``."""
+    names: Dict[Tuple[str, str], Any] = {}
 
     class Recorder(pickle.Unpickler):
         def find_class(self, module: str, name: str) -> Any:
-            names.add((module, name))
-            return super().find_class(module, name)
+            names[(module, name)] = found = super().find_class(module, name)
+            return found
 
     Recorder(io.BytesIO(data)).load()
     return names
@@ -286,9 +293,10 @@ class WireUnpickler(pickle.Unpickler):
     """An unpickler that resolves only ``allowed_globals()``; ``persistent_load`` names object handles."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in allowed_globals():
+        found = (_allowed or allowed_globals()).get((module, name))
+        if found is None:
             raise TypeRefused(module, name)
-        return super().find_class(module, name)
+        return found
 
 
 # -- messages: an envelope, then a payload ----------------------------------------------------------------
