@@ -32,7 +32,6 @@ from datadist_sim._world.transfer import (
     _req_id,
     _run,
     _time_out,
-    transfers_running,
 )
 from datadist_sim._world.world import SimWorld, store_of
 
@@ -136,13 +135,15 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
     only a caller that is alone takes a fast path there."""
     remote_id = request.key.cluster_id
     peer = node.peers.get(remote_id)
-    if peer is None or _unsafe(world, peer, remote_id):
+    if peer is None:
         return False
     clock = world.clock
-    if type(clock) is not VirtualClock:
-        return not other_threads() and _in_real_time(world, node, request)
     if other_threads():
-        return _beside_others(world, node, request, peer, clock)
+        return type(clock) is VirtualClock and _beside_others(world, node, request, peer, clock)
+    if _unsafe(world, peer, remote_id):
+        return False
+    if type(clock) is not VirtualClock:
+        return _in_real_time(world, node, request)
     # no other thread: nothing can contend for the locks, so the one-pass pull goes without them (a
     # lock is 4 % of a small pull; a finalizer run in this thread would pass the reentrant lock too)
     return _pull_at_once(world, node, request, peer, clock.pass_alone) or _planned(
@@ -174,20 +175,27 @@ def _beside_others(
     on the link, or the same pull in flight, takes the slow path (it waits for the link, or is
     ``LLM_REPEAT_REQUEST``); the time passes by the clock's own lock, so threads waiting on the clock
     see it move as they would."""
+    remote_id = request.key.cluster_id
     local = world.caches.get(node.cluster_id)
-    store = world.caches.get(request.key.cluster_id)
+    store = world.caches.get(remote_id)
     if local is None or store is None:
         return False
     with world.lock, local.lock, store.lock:
-        remote_id = request.key.cluster_id
         if (
             node.peers.get(remote_id) is not peer
-            or _unsafe(world, peer, remote_id)  # again, now that nothing can change it
+            or _unsafe(world, peer, remote_id)  # read now that nothing can change it
             or (request.key, request.dst_cache_id) in local.inflight
-            or transfers_running(world, node, remote_id)
+            or _link_in_use(local, store, node.cluster_id, remote_id)
         ):
             return False
         return _pull_at_once(world, node, request, peer, clock.sleep) or _planned(world, node, request, clock)
+
+
+def _link_in_use(local: NodeCaches, remote: NodeCaches, local_id: int, remote_id: int) -> bool:
+    """Whether a transfer is registered on the link at either end (``transfer._activity``), read under
+    the world lock that registering takes (``transfer.transfers_running`` without taking it again)."""
+    mine, theirs = local.ops.get(remote_id), remote.ops.get(local_id)
+    return bool((mine and any(mine.values())) or (theirs and any(theirs.values())))
 
 
 def _planned(world: SimWorld, node: ClusterNode, request: PullRequest, clock: VirtualClock) -> bool:

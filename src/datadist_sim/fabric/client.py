@@ -15,7 +15,6 @@ and reads its reply itself, so a call costs the same wake-ups as a plain ping-po
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import signal
@@ -39,7 +38,7 @@ from datadist_sim.fabric.wire import (
     FabricRefused,
     check_peer,
     client_handshake,
-    dump_message,
+    make_dumps,
     make_loads,
 )
 
@@ -83,6 +82,7 @@ class FabricClient:
         self._proxy_lock = threading.Lock()
         self._callbacks: Dict[int, Any] = {}
         self._callback_lock = threading.Lock()
+        self._dumps = make_dumps(self._persistent_id)
         self._scratch_maps: Dict[str, Any] = {}
         self._received: Dict[int, int] = {}  # handle -> references received, not yet released
         self._releases: List[int] = []  # handles whose proxy was collected
@@ -208,29 +208,21 @@ class FabricClient:
 
     # -- pickling: proxies out, proxies and shared arrays in -----------------------------------------
 
-    def _dumps(self, message: Any) -> bytes:
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-        plain = PLAIN_TYPES
-        synchronizer = _synchronizer_type()
-
-        def persistent_id(obj: Any) -> Any:
-            if type(obj) in plain:
-                return None
-            if isinstance(obj, RemoteObject):
-                return ("ref", object.__getattribute__(obj, "_handle"))
-            if isinstance(obj, synchronizer):  # user code: it runs here, called from the fabric
-                with self._callback_lock:
-                    self._callbacks.pop(id(obj), None)
-                    self._callbacks[id(obj)] = obj  # most recent last; the oldest go past the bound
-                    while len(self._callbacks) > CALLBACKS_KEPT:
-                        self._callbacks.pop(next(iter(self._callbacks)))
-                return ("callback", id(obj))
+    def _persistent_id(self, obj: Any) -> Any:
+        """What travels as a handle: a proxy by its handle, a layer synchronizer as a callback the fabric
+        calls back here; anything else by value."""
+        if type(obj) in PLAIN_TYPES:
             return None
-
-        pickler.persistent_id = persistent_id  # type: ignore[method-assign]
-        dump_message(pickler, message)
-        return buffer.getvalue()
+        if isinstance(obj, RemoteObject):
+            return ("ref", object.__getattribute__(obj, "_handle"))
+        if isinstance(obj, _synchronizer_type()):  # user code: it runs here, called from the fabric
+            with self._callback_lock:
+                self._callbacks.pop(id(obj), None)
+                self._callbacks[id(obj)] = obj  # most recent last; the oldest go past the bound
+                while len(self._callbacks) > CALLBACKS_KEPT:
+                    self._callbacks.pop(next(iter(self._callbacks)))
+            return ("callback", id(obj))
+        return None
 
     def _persistent_load(self, pid: Any) -> Any:
         if pid[0] == "ref":

@@ -3,7 +3,6 @@ reference counts, so a dropped proxy lets its object go), and the clusters it ru
 
 from __future__ import annotations
 
-import io
 import itertools
 import pickle
 import secrets
@@ -16,7 +15,7 @@ from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.door import Mode
 from datadist_sim.fabric.loop import Connection
 from datadist_sim.fabric.shm import SharedAddressSpace
-from datadist_sim.fabric.wire import PLAIN_TYPES, ChannelClosed, ChannelTimeout, dump_message, make_loads
+from datadist_sim.fabric.wire import PLAIN_TYPES, ChannelClosed, ChannelTimeout, make_dumps, make_loads
 
 STALE = object()
 """Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""
@@ -78,6 +77,7 @@ class Session:
         self.channel = channel
         """The first connection: the fabric's requests to the process go here; its loss is the process's."""
         self._calls: List[Connection] = []
+        self._dumps = make_dumps(self._persistent_id)
         self.attach(channel, main=True)
 
     def attach(self, conn: Connection, *, main: bool = False) -> None:
@@ -135,27 +135,18 @@ class Session:
         with self._lock:
             return len(self._objects)
 
-    def _dumps(self, message: Any) -> bytes:
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-        types = self.server.by_handle
-        space = self.server.space
-        plain = PLAIN_TYPES
-
-        def persistent_id(obj: Any) -> Any:
-            if type(obj) in plain:
-                return None
-            if isinstance(obj, types) and getattr(obj, "cache_id", 0) != -1:
-                return ("ref", self.handle_of(obj), type(obj).__name__)
-            if isinstance(obj, np.ndarray):
-                ref = space.locate(obj)
-                if ref is not None:
-                    return ("shm", ref)
+    def _persistent_id(self, obj: Any) -> Any:
+        """What travels as a handle: a face object (a cache that still has an id) by its handle, an
+        array over shared memory by where it lies; anything else by value."""
+        if type(obj) in PLAIN_TYPES:
             return None
-
-        pickler.persistent_id = persistent_id  # type: ignore[method-assign]
-        dump_message(pickler, message)
-        return buffer.getvalue()
+        if isinstance(obj, self.server.by_handle) and getattr(obj, "cache_id", 0) != -1:
+            return ("ref", self.handle_of(obj), type(obj).__name__)
+        if isinstance(obj, np.ndarray):
+            ref = self.server.space.locate(obj)
+            if ref is not None:
+                return ("shm", ref)
+        return None
 
     def _persistent_load(self, pid: Any) -> Any:
         if pid[0] == "ref":

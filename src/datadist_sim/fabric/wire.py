@@ -349,6 +349,31 @@ def dump_message(pickler: pickle.Pickler, message: Tuple[Any, ...]) -> None:
     pickler.dump(message[3])
 
 
+def make_dumps(persistent_id: Callable[[Any], Any]) -> Callable[[Tuple[Any, ...]], bytes]:
+    """A message encoder with this end's handle translation (``persistent_id``), for any number of
+    threads: each message takes a free pickler and its buffer (a list's ``pop``, atomic) or makes one,
+    and puts it back, so a connection's messages reuse a few instead of making one each (issue 15)."""
+    free: List[Tuple[io.BytesIO, pickle.Pickler]] = []
+
+    def dumps(message: Tuple[Any, ...]) -> bytes:
+        try:
+            buffer, pickler = free.pop()
+        except IndexError:
+            buffer = io.BytesIO()
+            pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler.persistent_id = persistent_id  # type: ignore[method-assign]
+        try:
+            dump_message(pickler, message)
+            return buffer.getvalue()
+        finally:  # empty again (a large message's bytes are not kept), and nothing remembered
+            buffer.seek(0)
+            buffer.truncate()
+            pickler.clear_memo()
+            free.append((buffer, pickler))
+
+    return dumps
+
+
 def plain_dumps(message: Tuple[Any, ...]) -> bytes:
     """A message of an end that sends no object handles."""
     buffer = io.BytesIO()
