@@ -16,7 +16,7 @@ import pytest
 from datadist_sim.fabric import loop
 from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed
 from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import client_handshake, make_loads, plain_dumps
+from datadist_sim.fabric.wire import HEADER, client_handshake, make_loads, plain_dumps
 
 TOKEN = "0123456789abcdef0123"
 WAIT_S = 20.0
@@ -172,3 +172,45 @@ def test_stopping_while_an_answer_blocks_closes_the_loop_without_waiting_for_it(
     caller.join(WAIT_S)
     assert stopped_while_blocked
     assert outcome == ["closed"]  # its connection closed with the loop; the late answer is never sent
+
+
+def _frame(rid: int, kind: str, *payload: Any) -> bytes:
+    body = plain_dumps(("req", rid, kind, payload))
+    return HEADER.pack(len(body)) + body
+
+
+def _replies(sock: socket.socket, count: int) -> List[Any]:
+    """``count`` replies read off ``sock``, decoded, in the order they came."""
+    loads = make_loads(_no_reference)
+    sock.settimeout(WAIT_S)
+    data, found = b"", []
+    while len(found) < count:
+        data += sock.recv(65536)
+        while len(data) >= HEADER.size and len(data) >= HEADER.size + HEADER.unpack_from(data)[0]:
+            end = HEADER.size + HEADER.unpack_from(data)[0]
+            found.append(loads(data[HEADER.size : end]))
+            data = data[end:]
+    return found
+
+
+@pytest.mark.parametrize("how", ["two in one write", "byte by byte", "one and a half, then the rest"])
+def test_requests_are_read_whatever_the_writes_cut_them_into(served: Any, how: str) -> None:
+    """A request usually arrives as one whole frame in one read (read straight, without buffering);
+    frames coalesced in one write, or cut anywhere, are buffered and read all the same."""
+    fabric = served(lambda conn, kind, payload: (kind, *payload))
+    sock = fabric.connect()
+    try:
+        stream = _frame(1, "echo", 1) + _frame(2, "echo", "two")
+        if how == "two in one write":
+            sock.sendall(stream)
+        elif how == "byte by byte":
+            for i in range(len(stream)):
+                sock.sendall(stream[i : i + 1])
+        else:
+            cut = len(_frame(1, "echo", 1)) + 5
+            sock.sendall(stream[:cut])
+            sock.sendall(stream[cut:])
+        replies = sorted(_replies(sock, 2), key=lambda reply: reply[1])
+        assert replies == [("rep", 1, True, ("echo", 1)), ("rep", 2, True, ("echo", "two"))]
+    finally:
+        sock.close()

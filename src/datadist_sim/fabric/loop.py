@@ -375,9 +375,17 @@ class SelectorLoop:
             with contextlib.suppress(OSError):
                 conn.sock.close()
             return
-        buffer += data
         try:
-            for frame in _frames(buffer):
+            if (
+                not buffer
+                and len(data) > HEADER.size
+                and HEADER.unpack_from(data)[0] == len(data) - HEADER.size
+            ):
+                frames = [data[HEADER.size :]]  # one whole frame, the usual request: no buffering
+            else:
+                buffer += data
+                frames = _frames(buffer)
+            for frame in frames:
                 request = conn.take(frame)
                 if request is None:
                     continue

@@ -94,9 +94,20 @@ def recv_frame(sock: socket.socket) -> bytes:
 
 def send_nonblocking(sock: socket.socket, payload: bytes, timeout: float) -> None:
     """``sendall`` for a non-blocking socket (the fabric's, watched by its selector): wait for room at
-    most ``timeout`` seconds in all; a peer that stops reading for longer is given up on."""
+    most ``timeout`` seconds in all; a peer that stops reading for longer is given up on. A small
+    message usually goes in one ``send`` with room to spare: then nothing else is done."""
     header = HEADER.pack(len(payload))
-    parts = [header + payload] if len(payload) < 65536 else [header, payload]
+    if len(payload) < 65536:
+        whole = header + payload
+        try:
+            sent = sock.send(whole)
+        except BlockingIOError:
+            sent = 0
+        if sent == len(whole):
+            return
+        parts = [whole[sent:]]
+    else:
+        parts = [header, payload]
     deadline = time.monotonic() + timeout
     poller: Optional[select.poll] = None
     for part in parts:
