@@ -133,9 +133,11 @@ def test_bench_perf_command_prints_figures_and_writes_json(
 def test_cross_process_figures_time_a_fabric_pull_beside_a_ping_pong_and_a_raw_pointer_copy() -> None:
     from datadist_sim.bench import perf_fabric
 
-    pull, ping, ratio, large, same = perf_fabric._fabric_figures(1 << 20, 3, 5)
+    pull, ping, ratio, noop, noop_ratio, large, same = perf_fabric._fabric_figures(1 << 20, 3, 5)
     assert pull > 0
     assert ping > 0
     assert ratio > 0  # the median of three rounds' ratios: one of them
+    assert noop > 0
+    assert noop_ratio > 0
     assert large > 0
     assert same  # the raw-pointer pull delivered the Prompt's bytes

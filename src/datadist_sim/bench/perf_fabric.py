@@ -5,6 +5,10 @@ same run on the same machine.
   ping-pong between two processes (the least any cross-process call can cost), timed by the Decode
   process in turns with its pulls; the ratio is the median of the rounds' own ratios, since the
   ping-pong alone moved fivefold from run to run (scheduling on a shared machine);
+- in the same rounds, a call the fabric answers without the simulator (``now``: the world's time)
+  against the same ping-pong: what the transport alone costs (the client's proxy, both ends' pickling,
+  the fabric's loop and the wake-ups of the two processes), so the pull's row can be read as transport
+  plus simulator;
 - a large pull between memory the two processes registered by raw pointer against a ``memcpy``
   between two shared-memory mappings (what the bytes must cost at least): as the fabric does it where
   the kernel lets one process read another's memory (one copy, ``fabric/xmem.py``), and with that
@@ -21,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List, Tuple
+from typing import List, NamedTuple
 
 from datadist_sim.bench.perf_setup import Figure
 
@@ -91,16 +95,23 @@ else:
             got += len(mine.recv(4096))
     def pull():
         cm.pull_cache(key, dst, 0)
-    pings, pulls = [], []
+    from datadist_sim.fabric.client import current_client
+    client = current_client()
+    def noop():
+        client.function("now")
+    pings, pulls, noops = [], [], []
     for _ in range(repeat):
         pings.append(best(ping, 1, inner))
         pulls.append(best(pull, 1, inner))
+        noops.append(best(noop, 1, inner))
     mine.close()
     echo.wait(timeout=30)
     ratio = statistics.median(p / q for p, q in zip(pulls, pings))
+    noop_ratio = statistics.median(n / q for n, q in zip(noops, pings))
     raw_key = CacheKeyByIdAndIndex(1, raw_id, 0)
     large = best(lambda: cm.pull_cache(raw_key, registered, 0), max(5, repeat), 1)
-    print("figures", min(pulls), min(pings), ratio, large, bool((raw == 1).all()), flush=True)
+    print("figures", min(pulls), min(pings), ratio, min(noops), noop_ratio, large, bool((raw == 1).all()),
+          flush=True)
 dd.finalize()
 """
 
@@ -129,12 +140,26 @@ def _memcpy_shared(nbytes: int, repeat: int) -> float:
     return best
 
 
-def _fabric_figures(
-    nbytes: int, repeat: int, inner: int, direct: bool = True
-) -> Tuple[float, float, float, float, bool]:
-    """Seconds per small pull and per ping-pong (each the best of ``repeat`` rounds of ``inner``, taken
-    in turn in the Decode process), the median of the rounds' pull / ping-pong ratios, seconds per large
-    pull, and whether its bytes arrived."""
+class FabricFigures(NamedTuple):
+    """What one fabric run measured (seconds; each time the best of its rounds, taken in turn in the
+    Decode process; each ratio the median of the rounds' own)."""
+
+    pull: float
+    ping: float
+    ratio: float
+    """Small pull / ping-pong."""
+    noop: float
+    """A call the fabric answers without the simulator."""
+    noop_ratio: float
+    """No-op call / ping-pong."""
+    large: float
+    same: bool
+    """The large pull's bytes arrived."""
+
+
+def _fabric_figures(nbytes: int, repeat: int, inner: int, direct: bool = True) -> FabricFigures:
+    """One fabric and its two client processes: the small pull, the ping-pong and the no-op call timed
+    in turn (``repeat`` rounds of ``inner`` each), then a large pull of ``nbytes``."""
     from datadist_sim.fabric.address import ENV_VAR, FabricAddress, new_address
 
     folder = tempfile.mkdtemp(prefix="dds-bench-")
@@ -179,7 +204,8 @@ def _fabric_figures(
         prompt.stdin.flush()
         for proc in procs:
             proc.wait(timeout=120)
-        return float(fields[1]), float(fields[2]), float(fields[3]), float(fields[4]), fields[5] == "True"
+        pull, ping, ratio, noop, noop_ratio, large = (float(f) for f in fields[1:7])
+        return FabricFigures(pull, ping, ratio, noop, noop_ratio, large, fields[7] == "True")
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -196,7 +222,7 @@ def cross_process(quick: bool) -> List[Figure]:
     """The cross-process figures (a fabric and two client processes are started and stopped)."""
     repeat, inner = (5, 150) if quick else (15, 500)
     nbytes = (16 if quick else 64) << 20
-    pull, ping, ratio, large, same = _fabric_figures(nbytes, repeat, inner)
+    pull, ping, ratio, noop, noop_ratio, large, same = _fabric_figures(nbytes, repeat, inner)
     *_, scratch, scratch_same = _fabric_figures(nbytes, 1, 10, direct=False)
     copy = _memcpy_shared(nbytes, max(5, repeat))
     share = copy / large
@@ -213,6 +239,15 @@ def cross_process(quick: bool) -> List[Figure]:
             ratio,
             f"<= {ROUND_TRIP_TARGET:g}x ping-pong",
             ratio <= ROUND_TRIP_TARGET,
+        ),
+        Figure(
+            "crossproc",
+            "a call the fabric answers without the simulator (the world's time): the transport alone",
+            noop * 1e6,
+            "µs",
+            ping * 1e6,
+            "ping-pong; ratio: median of paired rounds",
+            noop_ratio,
         ),
         Figure(
             "crossproc",
