@@ -151,7 +151,7 @@ def run(
     for bufs in buffers.values():
         for b in bufs:
             b[...] = 0
-    with paths(fast, face_shortcut) as counts, activate(world), _thread_beside(setup.beside_thread):
+    with paths(fast, face_shortcut) as counts, activate(world), thread_beside(setup.beside_thread):
         try:
             records = _Runner(world, setup, buffers).run(case.steps)
         finally:
@@ -161,7 +161,7 @@ def run(
 
 
 @contextmanager
-def _thread_beside(wanted: bool) -> Iterator[None]:
+def thread_beside(wanted: bool = True) -> Iterator[None]:
     """An idle thread alive meanwhile, if ``wanted`` (``Setup.beside_thread``)."""
     if not wanted:
         yield

@@ -6,8 +6,7 @@ that path would make wait or refuse (``pulls._beside_others``)."""
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, Tuple
+from typing import Any, Tuple
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from datadist_sim.llm_datadist.status import LLMStatusCode as S
 from datadist_sim.llm_datadist.v2.llm_types import CacheKey, CacheKeyByIdAndIndex
 from datadist_sim.llm_datadist.v2.llm_utils import pack_pulled_key
 
+from ._pull_paths import thread_beside
 from .conftest import D_ID, P_ID, pair
 from .test_cache_manager_v2 import desc, fill, views
 
@@ -53,18 +53,6 @@ def test_fast_pull_after_free_and_reallocation_reads_the_new_cache_bytes(world: 
         np.testing.assert_array_equal(t, s)
 
 
-@contextmanager
-def _another_thread() -> Iterator[None]:
-    done = threading.Event()
-    idle = threading.Thread(target=done.wait)
-    idle.start()
-    try:
-        yield
-    finally:
-        done.set()
-        idle.join()
-
-
 def _request(world: SimWorld, key: CacheKey, dst: Any) -> Tuple[Any, pulls.PullRequest]:
     packed = pack_pulled_key(key)
     return world.node(D_ID), pulls.PullRequest(dst.cache_id, packed, whole_batch(-1, 0, 2), False)
@@ -80,7 +68,7 @@ def test_fast_pull_beside_another_thread_declines_while_a_transfer_runs_on_the_l
     fill(world, src, seed=5)
     before = [v.copy() for v in views(world, dst)]
     node, request = _request(world, CacheKey(P_ID, 1), dst)
-    with _another_thread():
+    with thread_beside():
         with transfer._activity(world, world.node(P_ID), D_ID, "push"):  # the other end pushes
             assert pulls._fast_pull(world, node, request) is False
             for new, old in zip(views(world, dst), before):
@@ -99,7 +87,7 @@ def test_fast_pull_beside_another_thread_declines_the_same_pull_in_flight(world:
     p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
     dst = d.cache_manager.allocate_cache(desc(batch=1))
     node, request = _request(world, CacheKey(P_ID, 1), dst)
-    with _another_thread():
+    with thread_beside():
         world.caches[D_ID].inflight.add((request.key, request.dst_cache_id))
         assert pulls._fast_pull(world, node, request) is False
         with pytest.raises(LLMException) as refused:

@@ -201,18 +201,16 @@ def _link_in_use(local: NodeCaches, remote: NodeCaches, local_id: int, remote_id
 def _planned(world: SimWorld, node: ClusterNode, request: PullRequest, clock: VirtualClock) -> bool:
     """Any other pull ``_plan_pull`` plans, under the virtual clock with nothing to interfere: plan,
     let the time pass, commit, all under the world lock."""
-    remote_id = request.key.cluster_id
     with world.lock:
-        store, src, consume, plan = _plan_pull(world, node, request)
-        nbytes = plan.nbytes
-        seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
-        if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
+        planned = _plan_in_time(world, node, request)
+        if planned is None:
             return False
+        store, src, consume, plan, seconds = planned
         start = world.now()
         clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
         lost = _commit(world, plan, store, src, consume)
     if lost:
-        _time_out(world, node, remote_id, nbytes, waited_s=seconds)
+        _time_out(world, node, request.key.cluster_id, plan.nbytes, waited_s=seconds)
     return True
 
 
@@ -221,19 +219,32 @@ def _in_real_time(world: SimWorld, node: ClusterNode, request: PullRequest) -> b
     the world lock, and whatever ran meanwhile (a finalizer, a signal handler) is seen before the commit."""
     remote_id = request.key.cluster_id
     with world.lock:
-        store, src, consume, plan = _plan_pull(world, node, request)
-        nbytes = plan.nbytes
-        seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
-        if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
+        planned = _plan_in_time(world, node, request)
+        if planned is None:
             return False
+        store, src, consume, plan, seconds = planned
         remote = world.node(remote_id)
     start = world.now()
     world.elapse(start + seconds - world.now())
     with world.lock:
         lost = _peer_gone(world, node, remote_id, remote) or _commit(world, plan, store, src, consume)
     if lost:
-        _time_out(world, node, remote_id, nbytes, waited_s=seconds)
+        _time_out(world, node, remote_id, plan.nbytes, waited_s=seconds)
     return True
+
+
+def _plan_in_time(
+    world: SimWorld, node: ClusterNode, request: PullRequest
+) -> Optional[Tuple[NodeCaches, CacheEntry, Optional[EngineKey], Plan, float]]:
+    """``_plan_pull``'s plan and the seconds the transfer takes; None when it would outlast the
+    timeout (the general path times it out). Under the world lock."""
+    store, src, consume, plan = _plan_pull(world, node, request)
+    seconds = (
+        plan.nbytes / world.bandwidth(node.cluster_id, request.key.cluster_id) + world.config.message_rtt_s
+    )
+    if seconds > node.settings.sync_kv_timeout_ms / 1000.0:
+        return None
+    return store, src, consume, plan, seconds
 
 
 def _pull_at_once(
