@@ -134,7 +134,7 @@ class FabricClient:
             return self.call_timeout, LLMStatusCode.LLM_TIMEOUT
         target, name, args, kwargs = payload
         own_ms: Optional[float] = None
-        for key in ("timeout", "timeout_in_millis"):
+        for key in ("timeout", "timeout_in_millis") if kwargs else ():
             if isinstance(kwargs.get(key), (int, float)):
                 own_ms = float(kwargs[key])
         if own_ms is None and name in LINK_CALLS:

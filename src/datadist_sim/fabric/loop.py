@@ -141,7 +141,9 @@ class SelectorLoop:
         self._finished = threading.Event()
         self._on_tick: Callable[[], bool] = lambda: True
         self._next_tick = 0.0
-        self._hand = threading.Condition(threading.Lock())
+        self._hand_lock = threading.Lock()
+        """Guards the hand-off state; the leader takes it directly (twice an answer), as a C lock."""
+        self._hand = threading.Condition(self._hand_lock)
         self._answers = 0  # answers begun on a leader's thread: the standby tells a long one from a new one
         self._inline = 0  # the one running now while it holds the selector, else 0
         self._watching = False  # the standby looks every HANDOFF_S (requests came lately)
@@ -188,7 +190,7 @@ class SelectorLoop:
             for conn, rid, kind, payload in work[1:]:
                 self._pool.submit(functools.partial(conn.answer, rid, kind, payload))
             conn, rid, kind, payload = work[0]
-            with self._hand:
+            with self._hand_lock:
                 self._answers += 1
                 number = self._inline = self._answers
                 if not self._watching:
@@ -199,7 +201,7 @@ class SelectorLoop:
                 conn.answer(rid, kind, payload)
             finally:
                 _answering.leading = None
-                with self._hand:
+                with self._hand_lock:
                     still = self._inline == number
                     if still:
                         self._inline = 0
