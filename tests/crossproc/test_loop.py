@@ -5,6 +5,7 @@ selector on at once when it asks a client something (whose reply only the select
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -214,3 +215,43 @@ def test_requests_are_read_whatever_the_writes_cut_them_into(served: Any, how: s
         assert replies == [("rep", 1, True, ("echo", 1)), ("rep", 2, True, ("echo", "two"))]
     finally:
         sock.close()
+
+
+def test_a_stop_that_lands_as_the_leader_takes_a_request_does_not_wait_for_its_answer(
+    served: Any,
+) -> None:
+    """``stop`` between the leader's read of a request and its answer: the standby may already have
+    looked for an answer to hand on and left, so the leader must not answer on its own thread (it goes
+    on to close every connection) and ``run`` returns while the answer blocks."""
+    release, started = threading.Event(), threading.Event()
+
+    def handler(conn: loop.Connection, kind: str, payload: Tuple[Any, ...]) -> Any:
+        started.set()
+        return release.wait(WAIT_S)
+
+    fabric = served(handler)
+    collect = fabric.loop._collect
+
+    def collect_then_stop() -> Any:
+        work = collect()
+        if work:
+            fabric.loop.stop()  # the stop lands here, after the read, before the answer
+            for thread in threading.enumerate():
+                if thread.name == "fabric-standby":
+                    thread.join(WAIT_S)  # and the standby has looked and left
+        return work
+
+    fabric.loop._collect = collect_then_stop
+    caller = threading.Thread(target=lambda: _call_quietly(fabric), daemon=True)
+    caller.start()
+    try:
+        assert started.wait(WAIT_S)
+        fabric.thread.join(5.0)
+        assert not fabric.thread.is_alive(), "run() waited for an answer blocked on the leader's thread"
+    finally:
+        release.set()
+
+
+def _call_quietly(fabric: Any) -> None:
+    with contextlib.suppress(ChannelClosed):
+        fabric.call("block")

@@ -98,9 +98,10 @@ def test_fast_pull_beside_another_thread_declines_the_same_pull_in_flight(world:
     assert not world.caches[P_ID].key_table
 
 
-def test_fast_pull_beside_another_thread_waits_for_a_store_lock_held_elsewhere(world: SimWorld) -> None:
-    """A cache freed or allocated on another thread holds its store's lock: a fast pull beside it waits
-    for that lock (it never writes into a store mid-change), then runs whole."""
+def test_a_pull_beside_another_thread_waits_for_a_store_lock_held_elsewhere(world: SimWorld) -> None:
+    """A cache freed or allocated on another thread holds its store's lock: the fast path, which takes
+    store locks without waiting, leaves such a pull to the slow path, which waits for the lock; either
+    way nothing is written into a store mid-change, and the pull then runs whole."""
     p, d = pair(v2=True)
     src = p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
     dst = d.cache_manager.allocate_cache(desc(batch=1))

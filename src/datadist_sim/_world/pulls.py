@@ -131,17 +131,15 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
 
     Alone (no other thread) it needs no lock at all; beside other threads (a fabric's, an asyncio
     executor's) it holds the world's lock and both stores' locks, which every change of what it reads
-    takes (``_beside_others``). Under a real clock the time passes in wall time, outside the lock, so
-    only a caller that is alone takes a fast path there."""
+    takes, and takes only the commonest pull (``_beside_others``). Under a real clock the time passes in
+    wall time, outside the lock, so only a caller that is alone takes a fast path there."""
     remote_id = request.key.cluster_id
     peer = node.peers.get(remote_id)
-    if peer is None:
+    if peer is None or _unsafe(world, peer, remote_id):
         return False
     clock = world.clock
     if other_threads():
         return type(clock) is VirtualClock and _beside_others(world, node, request, peer, clock)
-    if _unsafe(world, peer, remote_id):
-        return False
     if type(clock) is not VirtualClock:
         return _in_real_time(world, node, request)
     # no other thread: nothing can contend for the locks, so the one-pass pull goes without them (a
@@ -166,29 +164,45 @@ def _unsafe(world: SimWorld, peer: PeerLink, remote_id: int) -> bool:
 def _beside_others(
     world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink, clock: VirtualClock
 ) -> bool:
-    """The fast pull while other threads run, under the virtual clock: the world's lock and both
-    stores' locks (the order ``pull``'s slow path takes them in), held from the checks to the commit.
-    Every change of what the pull reads takes one of them: a link, a kill or a fault's effect the world
-    lock; a cache or key allocated, freed or consumed its store's lock; a transfer on the link registers
-    under the world lock (``_activity``), and a pull in flight under its store's. So the pull runs whole
-    between two changes, as the slow path runs when no other thread acts during it. A transfer already
-    on the link, or the same pull in flight, takes the slow path (it waits for the link, or is
-    ``LLM_REPEAT_REQUEST``); the time passes by the clock's own lock, so threads waiting on the clock
-    see it move as they would."""
+    """The fast pull while other threads run, under the virtual clock: the world's lock, then both
+    stores' locks, held from the checks to the commit. Every change of what the pull reads takes one of
+    them: a link, a kill or a fault's effect the world lock; a cache or key allocated, freed or consumed
+    its store's lock; a transfer on the link registers under the world lock (``_activity``), and a pull
+    in flight under its store's. So the pull runs whole between two changes, as the slow path runs when
+    no other thread acts during it; the time passes by the clock's own lock, so threads waiting on the
+    clock see it move as they would.
+
+    What could make it wait goes the slow path instead, which waits one lock at a time as it always
+    has: a store's lock held elsewhere (taken without waiting here, so this is never a second order of
+    store locks), a transfer already on the link (the slow path waits for the link, or is
+    ``LLM_LINK_BUSY``), the same pull in flight (``LLM_REPEAT_REQUEST``), and any pull but the commonest
+    (``_pull_at_once``: registered memory may be another process's, whose bytes a fabric asks for)."""
     remote_id = request.key.cluster_id
     local = world.caches.get(node.cluster_id)
     store = world.caches.get(remote_id)
     if local is None or store is None:
         return False
-    with world.lock, local.lock, store.lock:
-        if (
-            node.peers.get(remote_id) is not peer
-            or _unsafe(world, peer, remote_id)  # read now that nothing can change it
-            or (request.key, request.dst_cache_id) in local.inflight
-            or _link_in_use(local, store, node.cluster_id, remote_id)
-        ):
+    with world.lock:
+        if not local.lock.acquire(blocking=False):
             return False
-        return _pull_at_once(world, node, request, peer, clock.sleep) or _planned(world, node, request, clock)
+        try:
+            if not store.lock.acquire(blocking=False):
+                return False
+            try:
+                if (
+                    world.caches.get(node.cluster_id) is not local  # finalized and back meanwhile
+                    or world.caches.get(remote_id) is not store
+                    or node.peers.get(remote_id) is not peer
+                    or _unsafe(world, peer, remote_id)  # again, now that nothing can change it
+                    or (request.key, request.dst_cache_id) in local.inflight
+                    or _link_in_use(local, store, node.cluster_id, remote_id)
+                ):
+                    return False
+                return _pull_at_once(world, node, request, peer, clock.sleep)
+            finally:
+                store.lock.release()
+        finally:
+            local.lock.release()
 
 
 def _link_in_use(local: NodeCaches, remote: NodeCaches, local_id: int, remote_id: int) -> bool:

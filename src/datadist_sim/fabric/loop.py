@@ -191,11 +191,18 @@ class SelectorLoop:
                 self._pool.submit(functools.partial(conn.answer, rid, kind, payload))
             conn, rid, kind, payload = work[0]
             with self._hand_lock:
-                self._answers += 1
-                number = self._inline = self._answers
-                if not self._watching:
-                    self._watching = True
-                    self._hand.notify()
+                # stopping: no answer on this thread, which must go on to close every connection (the
+                # standby may already have looked for an inline answer to hand on, and left)
+                stopping = self._stopped.is_set()
+                if not stopping:
+                    self._answers += 1
+                    number = self._inline = self._answers
+                    if not self._watching:
+                        self._watching = True
+                        self._hand.notify()
+            if stopping:
+                self._pool.submit(functools.partial(conn.answer, rid, kind, payload))
+                continue
             _answering.leading = (self, number)
             try:
                 conn.answer(rid, kind, payload)
@@ -371,11 +378,9 @@ class SelectorLoop:
             return
         except OSError:
             data = b""
-        if not data:
+        if not data:  # the peer is gone: closing may wait for the world (a lost process's clusters die)
             self._forget(fd)
-            conn.close()
-            with contextlib.suppress(OSError):
-                conn.sock.close()
+            self._pool.submit(functools.partial(_close, conn))
             return
         try:
             if (
@@ -399,7 +404,7 @@ class SelectorLoop:
         except Exception as exc:  # an undecodable frame: this connection is not trusted
             _log.warning("fabric: dropping a connection after a bad frame: %.120r", exc)  # escaped, cut short
             self._forget(fd)
-            conn.close()
+            self._pool.submit(functools.partial(_close, conn))
 
     def _close_all(self) -> None:
         if self._finished.is_set():
@@ -413,6 +418,14 @@ class SelectorLoop:
         self._waker.close()
         self._wake_in.close()
         self._finished.set()
+
+
+def _close(conn: Connection) -> None:
+    """Close a connection whose peer is gone, on a pool thread: telling its owner may wait on the world's
+    lock, which a thread waiting for the selector's reader may hold."""
+    conn.close()
+    with contextlib.suppress(OSError):
+        conn.sock.close()
 
 
 def _frames(buffer: bytearray) -> List[bytes]:
