@@ -213,8 +213,8 @@ def _link_in_use(local: NodeCaches, remote: NodeCaches, local_id: int, remote_id
 
 
 def _planned(world: SimWorld, node: ClusterNode, request: PullRequest, clock: VirtualClock) -> bool:
-    """Any other pull ``_plan_pull`` plans, under the virtual clock with nothing to interfere: plan,
-    let the time pass, commit, all under the world lock."""
+    """Any other pull ``_plan_pull`` plans, for a caller alone under the virtual clock: plan, let the
+    time pass, commit, all under the world lock (a finalizer run in this thread meets it there)."""
     with world.lock:
         planned = _plan_in_time(world, node, request)
         if planned is None:
