@@ -59,16 +59,18 @@ def test_pull_cache_and_pull_blocks_give_the_same_everything_with_and_without_th
         seen[f"fast {face}"] += fast.fast
         seen[f"fast {clock}"] += fast.fast
         seen["fast beside a thread" if case.setup.beside_thread else "fast alone"] += fast.fast
+        event(f"fast path beside a thread: {fast.fast > 0}" if case.setup.beside_thread else "alone")
         for r in fast.records:
             if isinstance(r.step, (Pull, PullBlocks)) and r.outcome != ("ok", "skipped"):
                 seen["pulls ok" if r.outcome == ("ok", None) else "pulls failed"] += 1
         event(f"fast path taken {min(fast.fast, 3)}+ times")
 
     check()
-    # the comparison means something only if the fast path ran, on both faces, both clock branches, alone
-    # and beside another thread
+    # the comparison means something only if the fast path ran, on both faces and both clock branches
+    # (beside another thread it takes only the commonest pull, which a random script may never make:
+    # the written test below makes it for sure)
     faces, clocks = ("fast v2", "fast v1"), ("fast virtual clock", "fast other clock")
-    for what in (*faces, *clocks, "fast alone", "fast beside a thread", "pulls ok", "pulls failed"):
+    for what in (*faces, *clocks, "fast alone", "pulls ok", "pulls failed"):
         assert seen[what] > 0, f"no example exercised {what}: {dict(seen)}"
 
 
@@ -339,6 +341,17 @@ def test_pull_cache_gives_the_same_everything_with_and_without_the_fast_path(
     setup: Setup, steps: Tuple[Any, ...], expected: str
 ) -> None:
     assert _last_outcome(Case(setup, steps)) == expected
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["v2", "v1"])
+def test_beside_another_thread_the_commonest_pulls_take_the_fast_path_and_agree(v2: bool) -> None:
+    """Beside another thread, a whole batch pulled by request key and one pulled by cache id between
+    pool caches are the pulls the fast path takes (``pulls._beside_others``): both go fast, and give
+    the same everything as the general path."""
+    steps = (SRC, DST, Pull(ReqKey(P_ID, 1), 0), Pull(IdKey(P_ID, 0, 1), 1))
+    fast, _ = agree(Case(Setup(v2=v2, beside_thread=True), steps))
+    assert [r.outcome for r in fast.records[-2:]] == [("ok", None), ("ok", None)]
+    assert (fast.fast_done, fast.general) == (2, 0)
 
 
 BLOCKS_WRITTEN: Tuple[Tuple[str, Setup, Tuple[Any, ...], str], ...] = (
