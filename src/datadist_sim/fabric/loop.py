@@ -383,16 +383,7 @@ class SelectorLoop:
             self._pool.submit(functools.partial(_close, conn))
             return
         try:
-            if (
-                not buffer
-                and len(data) > HEADER.size
-                and HEADER.unpack_from(data)[0] == len(data) - HEADER.size
-            ):
-                frames = [data[HEADER.size :]]  # one whole frame, the usual request: no buffering
-            else:
-                buffer += data
-                frames = _frames(buffer)
-            for frame in frames:
+            for frame in _frames(buffer, data):
                 request = conn.take(frame)
                 if request is None:
                     continue
@@ -428,19 +419,27 @@ def _close(conn: Connection) -> None:
         conn.sock.close()
 
 
-def _frames(buffer: bytearray) -> List[bytes]:
-    """Take every complete frame off the front of ``buffer``."""
+def _frames(buffer: bytearray, data: bytes) -> List[bytes]:
+    """Take every complete frame off the front of what ``buffer`` holds followed by ``data``, and keep
+    the rest in ``buffer``. With nothing buffered (the usual request: one whole frame in one read), the
+    frames are sliced from ``data`` itself, one copy each, and ``buffer`` keeps only a partial frame."""
+    source: Union[bytes, bytearray] = data
+    if buffer:
+        buffer += data
+        source = buffer
     frames = []
     start = 0
-    while len(buffer) - start >= HEADER.size:
-        (length,) = HEADER.unpack_from(buffer, start)
+    while len(source) - start >= HEADER.size:
+        (length,) = HEADER.unpack_from(source, start)
         if length > MAX_FRAME:
             raise ValueError(f"frame of {length} B")
         end = start + HEADER.size + length
-        if len(buffer) < end:
+        if len(source) < end:
             break
-        frames.append(bytes(buffer[start + HEADER.size : end]))
+        frames.append(bytes(source[start + HEADER.size : end]))
         start = end
-    if start:
+    if source is buffer:
         del buffer[:start]
+    elif start < len(data):
+        buffer += data[start:]
     return frames
