@@ -32,6 +32,7 @@ from datadist_sim._world.transfer import (
     _req_id,
     _run,
     _time_out,
+    link_in_use,
 )
 from datadist_sim._world.world import SimWorld, store_of
 
@@ -195,7 +196,7 @@ def _beside_others(
                     or node.peers.get(remote_id) is not peer
                     or _unsafe(world, peer, remote_id)  # again, now that nothing can change it
                     or (request.key, request.dst_cache_id) in local.inflight
-                    or _link_in_use(local, store, node.cluster_id, remote_id)
+                    or link_in_use(local, store, node.cluster_id, remote_id)
                 ):
                     return False
                 return _pull_at_once(world, node, request, peer, clock.sleep)
@@ -203,13 +204,6 @@ def _beside_others(
                 store.lock.release()
         finally:
             local.lock.release()
-
-
-def _link_in_use(local: NodeCaches, remote: NodeCaches, local_id: int, remote_id: int) -> bool:
-    """Whether a transfer is registered on the link at either end (``transfer._activity``), read under
-    the world lock that registering takes (``transfer.transfers_running`` without taking it again)."""
-    mine, theirs = local.ops.get(remote_id), remote.ops.get(local_id)
-    return bool((mine and any(mine.values())) or (theirs and any(theirs.values())))
 
 
 def _planned(world: SimWorld, node: ClusterNode, request: PullRequest, clock: VirtualClock) -> bool:

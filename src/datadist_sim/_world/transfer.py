@@ -393,6 +393,14 @@ def transfers_running(world: SimWorld, node: ClusterNode, remote_id: int) -> boo
     """Whether a pull or transfer is in flight on the link between ``node`` and ``remote_id``."""
     with world.lock:
         local, remote = world.caches.get(node.cluster_id), world.caches.get(remote_id)
-        mine = 0 if local is None else sum(local.ops.get(remote_id, {}).values())
-        theirs = 0 if remote is None else sum(remote.ops.get(node.cluster_id, {}).values())
-    return bool(mine or theirs)
+        return link_in_use(local, remote, node.cluster_id, remote_id)
+
+
+def link_in_use(
+    local: Optional[NodeCaches], remote: Optional[NodeCaches], local_id: int, remote_id: int
+) -> bool:
+    """Whether a transfer is registered on the link at either end (``_activity``'s counts); under the
+    world lock, which registering takes."""
+    mine = None if local is None else local.ops.get(remote_id)
+    theirs = None if remote is None else remote.ops.get(local_id)
+    return bool((mine and any(mine.values())) or (theirs and any(theirs.values())))
