@@ -72,6 +72,7 @@ class _Served:
         self.loop.stop()
         self.thread.join(WAIT_S)
         self.listener.close()
+        self.pool.close(WAIT_S)  # no thread of this loop outlives the test
 
 
 @pytest.fixture
@@ -255,3 +256,19 @@ def test_a_stop_that_lands_as_the_leader_takes_a_request_does_not_wait_for_its_a
 def _call_quietly(fabric: Any) -> None:
     with contextlib.suppress(ChannelClosed):
         fabric.call("block")
+
+
+def test_a_closed_pool_leaves_no_thread_behind() -> None:
+    """An idle pool thread lives ``idle_s`` (30 s) for the next job; closing the pool ends it now, and a
+    job submitted after still runs."""
+    pool = WorkerPool("closing-pool")
+    ran = [threading.Event(), threading.Event()]
+    pool.submit(ran[0].set)
+    assert ran[0].wait(WAIT_S)
+    pool.close(WAIT_S)
+    assert pool.threads == 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("closing-pool")]
+    pool.submit(ran[1].set)
+    assert ran[1].wait(WAIT_S)
+    pool.close(WAIT_S)
+    assert not [t for t in threading.enumerate() if t.name.startswith("closing-pool")]

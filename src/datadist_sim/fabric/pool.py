@@ -6,7 +6,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from typing import Callable, Deque
+import time
+from typing import Callable, Deque, List
 
 _log = logging.getLogger("datadist_sim.fabric")
 
@@ -24,6 +25,7 @@ class WorkerPool:
         self._waiting = 0
         self._threads = 0
         self._started = 0
+        self._workers: List[threading.Thread] = []
 
     def submit(self, job: Callable[[], None]) -> None:
         with self._cond:
@@ -33,8 +35,24 @@ class WorkerPool:
                 return
             self._threads += 1
             self._started += 1
-            number = self._started
-        threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True).start()
+            worker = threading.Thread(target=self._work, name=f"{self._name}-{self._started}", daemon=True)
+            self._workers = [w for w in self._workers if w.is_alive()]
+            self._workers.append(worker)
+        worker.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Let every thread end as soon as it has no job, rather than after ``idle_s``, and wait up to
+        ``timeout`` for them: a fabric served in-process (or a test's) leaves no thread behind, which
+        would otherwise count as another thread of the process for 30 s (``clock.other_threads``). A job
+        submitted later still runs, on a thread that ends with it."""
+        with self._cond:
+            self._idle_s = 0.0
+            self._cond.notify_all()
+            workers = list(self._workers)
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            if worker is not threading.current_thread():
+                worker.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def threads(self) -> int:

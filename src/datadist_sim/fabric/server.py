@@ -143,6 +143,7 @@ class FabricServer:
         for session in sessions:
             session.channel.close()
         self.space.release_all()
+        self.pool.close()
 
     def _remove_files(self) -> None:
         if self._sock is None:
