@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,7 @@ def test_bench_perf_command_prints_figures_and_writes_json(
 def test_cross_process_figures_time_a_fabric_pull_beside_a_ping_pong_and_a_raw_pointer_copy() -> None:
     from datadist_sim.bench import perf_fabric
 
-    pull, ping, ratio, noop, noop_ratio, large, same = perf_fabric._fabric_figures(1 << 20, 3, 5)
+    pull, ping, ratio, noop, noop_ratio, large, same, _ = perf_fabric._fabric_figures(1 << 20, 3, 5)
     assert pull > 0
     assert ping > 0
     assert ratio > 0  # the median of three rounds' ratios: one of them
@@ -141,3 +142,32 @@ def test_cross_process_figures_time_a_fabric_pull_beside_a_ping_pong_and_a_raw_p
     assert noop_ratio > 0
     assert large > 0
     assert same  # the raw-pointer pull delivered the Prompt's bytes
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="processes cannot be held to CPUs here")
+def test_a_placed_fabric_run_holds_each_process_to_its_cpus() -> None:
+    """The round-trip target is read from a placed run: the fabric, the Decode process and the echo of
+    its ping-pong must each have run where the placement says, as each saw it at the end."""
+    from datadist_sim.bench import perf_fabric
+
+    for where in perf_fabric.placements():
+        run = perf_fabric._fabric_figures(1 << 20, 1, 5, placement=where)
+        assert run.cpus == tuple(",".join(map(str, sorted(cpus))) for cpus in where[1:]), where.name
+        assert run.pull > 0
+        assert run.ping > 0
+
+
+def test_placements_put_every_process_on_one_cpu_first_then_split_the_decode_process_off() -> None:
+    from datadist_sim.bench import perf_fabric
+
+    found = perf_fabric.placements()
+    if not hasattr(os, "sched_setaffinity"):
+        assert found == []
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    assert found[0].fabric == found[0].decode == found[0].echo == {cpus[0]}
+    if len(cpus) > 1:
+        assert found[1].decode == {cpus[0]}
+        assert found[1].fabric == found[1].echo == {cpus[1]}
+    else:
+        assert len(found) == 1

@@ -3,8 +3,7 @@ same run on the same machine.
 
 - a small ``pull_cache`` round trip (Decode process -> fabric -> reply) against a Unix-socket
   ping-pong between two processes (the least any cross-process call can cost), timed by the Decode
-  process in turns with its pulls; the ratio is the median of the rounds' own ratios, since the
-  ping-pong alone moved fivefold from run to run (scheduling on a shared machine);
+  process in turns with its pulls; the ratio is the median of the rounds' own ratios;
 - in the same rounds, a call the fabric answers without the simulator (``now``: the world's time)
   against the same ping-pong: what the transport alone costs (the client's proxy, both ends' pickling,
   the fabric's loop and the wake-ups of the two processes), so the pull's row can be read as transport
@@ -13,6 +12,18 @@ same run on the same machine.
   between two shared-memory mappings (what the bytes must cost at least): as the fabric does it where
   the kernel lets one process read another's memory (one copy, ``fabric/xmem.py``), and with that
   turned off (``direct_memory=0``: two copies through a shared scratch file).
+
+**Placement.** A round trip costs what its two wake-ups cost, and that depends on where the scheduler
+put the two processes: on one CPU a wake-up is a context switch; across two CPUs it wakes a halted
+one, which on a virtual machine without halt polling (ours, issue 15) costs tens of microseconds. The
+scheduler does not place the ping-pong and the pull alike: an echo that has slept through a round of
+pulls is put beside its caller for its short round (13-17 us), while a fabric that works in every
+round is put on the other CPU (a ping-pong timed in long rounds, when it is placed that way too, took
+33-110 us). Left to the scheduler the ratio so divides a pull across CPUs by a ping-pong on one (17x
+where either placement alone gives 2.5-13x). So the small pull and the ping-pong are also timed with
+each process held to CPUs: every process on one CPU, and the Decode process on one CPU with the fabric
+and the echo on another. The round-trip target is read from the run on one CPU, where the baseline is
+the fastest ping-pong there is; the run as the scheduler places it is reported beside it.
 
 These are wall-clock figures (the work is spread over three processes), each the best of several
 batches; the machines are shared, so read the ratios, not the absolute times.
@@ -25,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List, NamedTuple
+from typing import FrozenSet, List, NamedTuple, Optional, Tuple
 
 from datadist_sim.bench.perf_setup import Figure
 
@@ -43,7 +54,7 @@ while True:
 """
 
 _PROGRAM = r"""
-import socket, statistics, subprocess, sys, time
+import os, socket, statistics, subprocess, sys, time
 import numpy as np
 import datadist_sim
 datadist_sim.install()
@@ -88,6 +99,10 @@ else:
     fd = theirs.fileno()
     echo = subprocess.Popen([sys.executable, "-c", sys.argv[5], str(fd)], pass_fds=(fd,))
     theirs.close()
+    placed = hasattr(os, "sched_setaffinity")
+    if sys.argv[6] and placed:
+        os.sched_setaffinity(echo.pid, {int(cpu) for cpu in sys.argv[6].split(",")})
+    cpus = [",".join(map(str, sorted(os.sched_getaffinity(p)))) if placed else "-" for p in (0, echo.pid)]
     def ping():
         mine.sendall(b"x" * 64)
         got = 0
@@ -111,7 +126,7 @@ else:
     raw_key = CacheKeyByIdAndIndex(1, raw_id, 0)
     large = best(lambda: cm.pull_cache(raw_key, registered, 0), max(5, repeat), 1)
     print("figures", min(pulls), min(pings), ratio, min(noops), noop_ratio, large, bool((raw == 1).all()),
-          flush=True)
+          *cpus, flush=True)
 dd.finalize()
 """
 
@@ -140,6 +155,33 @@ def _memcpy_shared(nbytes: int, repeat: int) -> float:
     return best
 
 
+class Placement(NamedTuple):
+    """The CPUs each process of a fabric run may use: the fabric (and the Prompt process, idle while
+    timed), the Decode process, and the echo that answers the Decode process's ping-pong."""
+
+    name: str
+    fabric: FrozenSet[int]
+    decode: FrozenSet[int]
+    echo: FrozenSet[int]
+
+
+def placements() -> List[Placement]:
+    """Every process on one CPU, and (with two CPUs to use) the Decode process on one and the fabric and
+    the echo on another: in each, the ping-pong crosses between CPUs exactly where the pull does. None
+    where a process cannot be held to CPUs."""
+    if not hasattr(os, "sched_setaffinity"):
+        return []
+    cpus = sorted(os.sched_getaffinity(0))
+    one = frozenset(cpus[:1])
+    found = [Placement("every process on one CPU", one, one, one)]
+    if len(cpus) > 1:
+        other = frozenset(cpus[1:2])
+        found.append(
+            Placement("the Decode process on one CPU, the fabric and the echo on another", other, one, other)
+        )
+    return found
+
+
 class FabricFigures(NamedTuple):
     """What one fabric run measured (seconds; each time the best of its rounds, taken in turn in the
     Decode process; each ratio the median of the rounds' own)."""
@@ -155,11 +197,21 @@ class FabricFigures(NamedTuple):
     large: float
     same: bool
     """The large pull's bytes arrived."""
+    cpus: Tuple[str, str, str]
+    """The CPUs the fabric, the Decode process and its echo were allowed, as each process saw them at
+    the end ("0,1"; "-" where the platform does not say)."""
 
 
-def _fabric_figures(nbytes: int, repeat: int, inner: int, direct: bool = True) -> FabricFigures:
+def _fabric_figures(
+    nbytes: int,
+    repeat: int,
+    inner: int,
+    direct: bool = True,
+    placement: Optional[Placement] = None,
+) -> FabricFigures:
     """One fabric and its two client processes: the small pull, the ping-pong and the no-op call timed
-    in turn (``repeat`` rounds of ``inner`` each), then a large pull of ``nbytes``."""
+    in turn (``repeat`` rounds of ``inner`` each), then a large pull of ``nbytes``. With a
+    ``placement``, each process is held to its CPUs from its start; without, the scheduler places them."""
     from datadist_sim.fabric.address import ENV_VAR, FabricAddress, new_address
 
     folder = tempfile.mkdtemp(prefix="dds-bench-")
@@ -172,12 +224,15 @@ def _fabric_figures(nbytes: int, repeat: int, inner: int, direct: bool = True) -
         stdout=subprocess.PIPE,
         text=True,
     )
+    if placement is not None:
+        os.sched_setaffinity(server.pid, placement.fabric)
     procs: List[subprocess.Popen[str]] = []
     try:
         assert server.stdout is not None
         line = server.stdout.readline().strip()
         env[ENV_VAR] = line.partition("=")[2]
-        args = [str(nbytes), str(repeat), str(inner), _ECHO]
+        echo_cpus = "" if placement is None else ",".join(map(str, sorted(placement.echo)))
+        args = [str(nbytes), str(repeat), str(inner), _ECHO, echo_cpus]
 
         def start(side: str) -> subprocess.Popen[str]:
             procs.append(
@@ -189,6 +244,9 @@ def _fabric_figures(nbytes: int, repeat: int, inner: int, direct: bool = True) -
                     text=True,
                 )
             )
+            if placement is not None:
+                cpus = placement.decode if side == "decode" else placement.fabric
+                os.sched_setaffinity(procs[-1].pid, cpus)
             return procs[-1]
 
         prompt, decode = start("prompt"), start("decode")
@@ -200,12 +258,24 @@ def _fabric_figures(nbytes: int, repeat: int, inner: int, direct: bool = True) -
         decode.stdin.write(" ".join(ids) + "\n")
         decode.stdin.flush()
         fields = decode.stdout.readline().split()
+        fabric_cpus = "-"
+        if hasattr(os, "sched_getaffinity"):
+            fabric_cpus = ",".join(map(str, sorted(os.sched_getaffinity(server.pid))))
         prompt.stdin.write("go\n")
         prompt.stdin.flush()
         for proc in procs:
             proc.wait(timeout=120)
         pull, ping, ratio, noop, noop_ratio, large = (float(f) for f in fields[1:7])
-        return FabricFigures(pull, ping, ratio, noop, noop_ratio, large, fields[7] == "True")
+        return FabricFigures(
+            pull,
+            ping,
+            ratio,
+            noop,
+            noop_ratio,
+            large,
+            fields[7] == "True",
+            (fabric_cpus, fields[8], fields[9]),
+        )
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -219,46 +289,64 @@ def _fabric_figures(nbytes: int, repeat: int, inner: int, direct: bool = True) -
 
 
 def cross_process(quick: bool) -> List[Figure]:
-    """The cross-process figures (a fabric and two client processes are started and stopped)."""
+    """The cross-process figures (a fabric and two client processes are started and stopped, once as
+    the scheduler places them and once per ``placements()``). The round-trip target is held by the run
+    with every process on one CPU where there is one, since only a placed run times the pull and the
+    ping-pong in the same placement (see the module's docstring)."""
     repeat, inner = (5, 150) if quick else (15, 500)
     nbytes = (16 if quick else 64) << 20
-    pull, ping, ratio, noop, noop_ratio, large, same = _fabric_figures(nbytes, repeat, inner)
-    *_, scratch, scratch_same = _fabric_figures(nbytes, 1, 10, direct=False)
+    free = _fabric_figures(nbytes, repeat, inner)
+    placed = [(where, _fabric_figures(1 << 20, repeat, inner, placement=where)) for where in placements()]
+    *_, scratch, scratch_same, _ = _fabric_figures(nbytes, 1, 10, direct=False)
     copy = _memcpy_shared(nbytes, max(5, repeat))
-    share = copy / large
+    share = copy / free.large
     mib = nbytes >> 20
+    held = placed[0][1] if placed else free
+    figures: List[Figure] = []
+    for name, run in [("processes placed by the scheduler", free)] + [
+        (f"{where.name} (CPUs fabric {run.cpus[0]}, Decode {run.cpus[1]}, echo {run.cpus[2]})", run)
+        for where, run in placed
+    ]:
+        pinged = (
+            "ping-pong" if run is not free else "ping-pong, which may share a CPU while the pull does not"
+        )
+        figures.append(
+            Figure(
+                "crossproc",
+                f"pull_cache of a 512 B cache by id, Decode process -> fabric -> reply (wall); {name}",
+                run.pull * 1e6,
+                "µs",
+                run.ping * 1e6,
+                f"{pinged}; ratio: median of paired rounds",
+                run.ratio,
+                f"<= {ROUND_TRIP_TARGET:g}x ping-pong" if run is held else "",
+                run.ratio <= ROUND_TRIP_TARGET if run is held else None,
+            )
+        )
+        figures.append(
+            Figure(
+                "crossproc",
+                f"a call the fabric answers without the simulator (the transport alone); {name}",
+                run.noop * 1e6,
+                "µs",
+                run.ping * 1e6,
+                "the same ping-pong; ratio: median of paired rounds",
+                run.noop_ratio,
+            )
+        )
+    checked = f"bytes checked: {free.same}"
     return [
-        Figure("crossproc", "Unix-socket ping-pong, 64 B, two processes", ping * 1e6, "µs"),
+        *figures,
         Figure(
             "crossproc",
-            "pull_cache of a 512 B cache by id, Decode process -> fabric -> reply (wall)",
-            pull * 1e6,
-            "µs",
-            ping * 1e6,
-            "ping-pong; ratio: median of paired rounds",
-            ratio,
-            f"<= {ROUND_TRIP_TARGET:g}x ping-pong",
-            ratio <= ROUND_TRIP_TARGET,
-        ),
-        Figure(
-            "crossproc",
-            "a call the fabric answers without the simulator (the world's time): the transport alone",
-            noop * 1e6,
-            "µs",
-            ping * 1e6,
-            "ping-pong; ratio: median of paired rounds",
-            noop_ratio,
-        ),
-        Figure(
-            "crossproc",
-            f"pull_cache of {mib} MiB, raw pointer -> raw pointer of two processes (bytes checked: {same})",
-            large * 1e3,
+            f"pull_cache of {mib} MiB, raw pointer -> raw pointer of two processes ({checked})",
+            free.large * 1e3,
             "ms",
             copy * 1e3,
             "memcpy between shared mappings",
             share,
             f">= {RAW_COPY_TARGET} of memcpy",
-            share >= RAW_COPY_TARGET and same,
+            share >= RAW_COPY_TARGET and free.same,
         ),
         Figure(
             "crossproc",
