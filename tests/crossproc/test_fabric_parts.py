@@ -402,3 +402,29 @@ def test_a_listener_with_a_full_backlog_counts_as_alive_and_its_socket_is_never_
             sock.close()
         live.close()
     assert probe(where.path) == STALE  # nobody listens any more: a new fabric may replace it
+
+
+def test_a_proxys_method_is_asked_about_once_then_found_on_its_class_and_forwards_every_call() -> None:
+    """After the fabric has said a name is a method, the proxy class holds it: later look-ups neither ask
+    the fabric again nor go through ``__getattr__`` (issue 15: the failed look-up cost more than the
+    call), and each call still travels as ``("call", proxy, name, args, kwargs)``."""
+    from datadist_sim.fabric.remote import proxy_class, stand_in
+
+    sent: List[Tuple[Any, ...]] = []
+
+    class Requester:
+        def request(self, kind: str, *payload: Any) -> Any:
+            sent.append((kind, *payload))
+            return (True, None) if kind == "get" else len(sent)
+
+    proxy = stand_in(Requester(), 7, "ProxyMethodProbe")
+    other = stand_in(Requester(), 8, "ProxyMethodProbe")
+    assert proxy.pull_cache(1, 2, dst=3) == 2
+    assert other.pull_cache(4) == 3
+    assert "pull_cache" in vars(proxy_class("ProxyMethodProbe"))
+    assert sent == [
+        ("get", proxy, "pull_cache"),
+        ("call", proxy, "pull_cache", (1, 2), {"dst": 3}),
+        ("call", other, "pull_cache", (4,), {}),
+    ]
+    assert "pull_cache" not in vars(proxy_class("Cache"))  # another type learns its own names

@@ -41,13 +41,17 @@ class RemoteObject:
         if name.startswith("_"):  # private state lives in the fabric's object, never fetched
             raise AttributeError(name)
         key = (self._type_name, name)
-        if RemoteObject._method_names.get(key):
-            return _RemoteMethod(self, name)
-        is_method, value = self._client.request("get", self, name)
-        if is_method:
+        if not RemoteObject._method_names.get(key):
+            is_method, value = self._client.request("get", self, name)
+            if not is_method:
+                return value
             RemoteObject._method_names[key] = True
-            return _RemoteMethod(self, name)
-        return value
+        cls = type(self)
+        if _classes.get(self._type_name) is cls:
+            # from now on the name is found on the class: no failed lookup, no ``__getattr__`` (issue 15)
+            setattr(cls, name, _remote_method(name))
+            return getattr(self, name)
+        return _RemoteMethod(self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._client.request("set", self, name, value)
@@ -69,6 +73,17 @@ class _RemoteMethod:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         target = self._target
         return target._client.request("call", target, self._name, args, kwargs)
+
+
+def _remote_method(name: str) -> Callable[..., Any]:
+    """A method of a proxy class that forwards its calls to the fabric: what ``_RemoteMethod`` does,
+    as a plain function, so the name resolves as any method does."""
+
+    def method(self: RemoteObject, *args: Any, **kwargs: Any) -> Any:
+        return self._client.request("call", self, name, args, kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    return method
 
 
 def stands_for(type_name: str) -> Callable[[_Proxy], _Proxy]:
