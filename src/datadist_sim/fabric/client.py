@@ -29,7 +29,7 @@ import numpy as np
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.door import PROCESS_MEMORY, SimError, raw_view
 from datadist_sim.fabric import address as fabric_address
-from datadist_sim.fabric import xmem
+from datadist_sim.fabric import compact, xmem
 from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.remote import RemoteObject, stand_in
 from datadist_sim.fabric.shm import open_scratch, open_view
@@ -82,7 +82,8 @@ class FabricClient:
         self._proxy_lock = threading.Lock()
         self._callbacks: Dict[int, Any] = {}
         self._callback_lock = threading.Lock()
-        self._dumps = make_dumps(self._persistent_id)
+        self._loads = compact.make_loads(make_loads(self._persistent_load))
+        self._dumps = compact.make_dumps(make_dumps(self._persistent_id), self._handle_of)
         self._scratch_maps: Dict[str, Any] = {}
         self._received: Dict[int, int] = {}  # handle -> references received, not yet released
         self._releases: List[int] = []  # handles whose proxy was collected
@@ -91,7 +92,7 @@ class FabricClient:
             sock,
             self._serve,
             dumps=self._dumps,
-            loads=make_loads(self._persistent_load),
+            loads=self._loads,
             spawn=False,
             name="fabric-client",
             spawn_kinds=frozenset({"callback"}),  # user code may block; memory requests never do
@@ -195,7 +196,7 @@ class FabricClient:
         except (OSError, FabricRefused, ChannelClosed) as exc:
             sock.close()
             raise ChannelClosed(f"cannot open a call connection: {exc}") from None
-        conn = CallConnection(sock, self._dumps, make_loads(self._persistent_load))
+        conn = CallConnection(sock, self._dumps, self._loads)
         conn.call("attach", (self.info["key"],), max(0.001, deadline - time.monotonic()))
         return conn
 
@@ -222,6 +223,14 @@ class FabricClient:
                 while len(self._callbacks) > CALLBACKS_KEPT:
                     self._callbacks.pop(next(iter(self._callbacks)))
             return ("callback", id(obj))
+        return None
+
+    @staticmethod
+    def _handle_of(obj: Any) -> Optional[int]:
+        """A proxy's handle (what ``_persistent_id`` sends it as), for the compact form."""
+        if isinstance(obj, RemoteObject):
+            handle: int = object.__getattribute__(obj, "_handle")
+            return handle
         return None
 
     def _persistent_load(self, pid: Any) -> Any:

@@ -24,6 +24,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.door import SimWorld, is_simulated, observe_calls, reset_default_world
+from datadist_sim.fabric import compact
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
 from datadist_sim.fabric.loop import Connection, SelectorLoop
@@ -165,7 +166,9 @@ class FabricServer:
         def first(kind: str, payload: Tuple[Any, ...]) -> Any:
             return self._first(conn, pid, kind, payload)
 
-        conn = Connection(sock, first, self.pool, dumps=plain_dumps, loads=make_loads(_no_reference))
+        conn = Connection(
+            sock, first, self.pool, dumps=plain_dumps, loads=compact.make_loads(make_loads(_no_reference))
+        )
         return conn
 
     def _first(self, conn: Connection, pid: int, kind: str, payload: Tuple[Any, ...]) -> Any:

@@ -13,6 +13,7 @@ import numpy as np
 
 from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.door import Mode
+from datadist_sim.fabric import compact
 from datadist_sim.fabric.loop import Connection
 from datadist_sim.fabric.shm import SharedAddressSpace
 from datadist_sim.fabric.wire import PLAIN_TYPES, ChannelClosed, ChannelTimeout, make_dumps, make_loads
@@ -77,7 +78,8 @@ class Session:
         self.channel = channel
         """The first connection: the fabric's requests to the process go here; its loss is the process's."""
         self._calls: List[Connection] = []
-        self._dumps = make_dumps(self._persistent_id)
+        self._dumps = compact.make_dumps(make_dumps(self._persistent_id))
+        self._loads = compact.make_loads(make_loads(self._persistent_load), self._resolve)
         self.attach(channel, main=True)
 
     def attach(self, conn: Connection, *, main: bool = False) -> None:
@@ -86,7 +88,7 @@ class Session:
         conn.bind(
             self._handle,
             dumps=self._dumps,
-            loads=make_loads(self._persistent_load),
+            loads=self._loads,
             on_close=self._closed if main else None,
         )
         if not main:
@@ -147,6 +149,11 @@ class Session:
             if ref is not None:
                 return ("shm", ref)
         return None
+
+    def _resolve(self, handle: int) -> Any:
+        """The object a compact frame's handle names (as ``_persistent_load`` gives a pickled one)."""
+        with self._lock:
+            return self._objects.get(handle, STALE)
 
     def _persistent_load(self, pid: Any) -> Any:
         if pid[0] == "ref":

@@ -1,5 +1,6 @@
 """Small pulls by cache id between two processes (CacheManager mode): the Prompt allocates and waits; the
-Decode links and pulls ``argv[2]`` times, checking the bytes each time."""
+Decode links and pulls ``argv[2]`` times, checking the bytes each time (with ``frames``, then reports
+the first byte of one more pull's request and reply frames)."""
 
 from __future__ import annotations
 
@@ -52,5 +53,16 @@ else:
         cm.pull_cache(key, cache, 0)
         good += int((view == 7).all())
     say("pulled", good)
+    if sys.argv[3:] == ["frames"]:  # how the last pull's request and reply went: compact or pickled
+        from datadist_sim.fabric.client import current_client
+
+        conn = current_client()._idle_calls[-1]
+        sent, got = [], []
+        dumps, loads = conn._dumps, conn._loads
+        conn._dumps = lambda message: sent.append(dumps(message)) or sent[-1]
+        conn._loads = lambda frame: got.append(frame) or loads(frame)
+        cm.pull_cache(key, cache, 0)
+        conn._dumps, conn._loads = dumps, loads
+        say("frames", sent[0][:1].hex(), got[0][:1].hex(), int((view == 7).all()))
 dd.finalize()
 say("done")
