@@ -13,7 +13,8 @@ After that, frames are an 8-byte length and a message (an envelope, then a paylo
 by ``WireUnpickler``, which resolves only the exact classes the protocol carries (the faces' enums and
 small data classes, numpy arrays) and refuses anything else, so even a peer that passed every check
 cannot name code to run; a payload so refused fails only its own request. Exceptions travel as data
-(class name, args, attributes) and are rebuilt only as built-in or datadist-sim exception classes.
+(class name, args, attributes) and are rebuilt only as built-in or datadist-sim exception classes. The
+commonest messages travel in a compact form instead, checked as strictly (``fabric/compact.py``).
 """
 
 from __future__ import annotations
