@@ -218,3 +218,14 @@ def test_a_calls_keywords_and_a_data_object_with_nested_attributes_arrive_whole(
     assert kwargs["cache"] == "a cache"
     assert type(kwargs["key"]) is BlocksCacheKey
     assert vars(kwargs["key"]) == {**vars(BlocksCacheKey(4, 1)), "extra": [1, (2, "a cache")]}
+
+
+@pytest.mark.parametrize(
+    "frame", [b"(", b"(\x00\x00\x00\x05", b"(\x02\x00\x00\x00\xff\xfe", b"(" + b"\x00" * 64]
+)
+def test_a_broken_compact_frame_fails_to_decode_as_a_bad_frame_not_as_a_refused_request(frame: bytes) -> None:
+    """The fabric drops a connection whose frame does not decode (``loop._read``); a refusal would
+    instead answer it and go on."""
+    with pytest.raises((EOFError, ValueError)) as failed:  # NotOurs is a ValueError
+        _fabric_loads()(frame)
+    assert not isinstance(failed.value, PayloadRefused)
