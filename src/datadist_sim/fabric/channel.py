@@ -317,7 +317,8 @@ class CallConnection:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelTimeout("no reply in time")
-            if self._poller.poll(max(1, int(left * 1000 + 0.999))):
+            ms = int(left * 1000 + 0.999)  # (no max(): it parses keywords, on every call)
+            if self._poller.poll(ms if ms > 1 else 1):
                 try:
                     chunk = self._sock.recv(most)
                 except BlockingIOError:

@@ -174,7 +174,8 @@ class FabricClient:
         if conn is None:
             conn = self._open_call(timeout)
         try:
-            return conn.call(kind, payload, max(0.001, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            return conn.call(kind, payload, left if left > 0.001 else 0.001)
         finally:  # a call that failed in the fabric leaves its connection in step: kept
             if not conn.closed:  # one that lost its reply closed it: dropped
                 with self._calls_lock:
