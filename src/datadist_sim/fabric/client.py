@@ -215,8 +215,9 @@ class FabricClient:
         calls back here; anything else by value."""
         if type(obj) in PLAIN_TYPES:
             return None
-        if isinstance(obj, RemoteObject):
-            return ("ref", object.__getattribute__(obj, "_handle"))
+        handle = self._handle_of(obj)
+        if handle is not None:
+            return ("ref", handle)
         if isinstance(obj, _synchronizer_type()):  # user code: it runs here, called from the fabric
             with self._callback_lock:
                 self._callbacks.pop(id(obj), None)
@@ -228,7 +229,7 @@ class FabricClient:
 
     @staticmethod
     def _handle_of(obj: Any) -> Optional[int]:
-        """A proxy's handle (what ``_persistent_id`` sends it as), for the compact form."""
+        """A proxy's handle: how it travels, pickled (``_persistent_id``) or compact."""
         if isinstance(obj, RemoteObject):
             handle: int = object.__getattribute__(obj, "_handle")
             return handle

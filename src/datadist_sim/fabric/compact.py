@@ -135,11 +135,9 @@ def make_dumps(pickled: Encode, handle_of: Optional[HandleOf] = None) -> Encode:
                         call = (head, number, third, handle, name, encode_all(args), rest)
                         return marshal.dumps(call, MARSHAL_VERSION)
                 return marshal.dumps((head, number, third, encode_all(body)), MARSHAL_VERSION)
-            if third is True and type(body) in SCALARS:
-                return marshal.dumps(
-                    (head, number, third, encode_one(body, bytes)) if type(body) is bytes else message,
-                    MARSHAL_VERSION,
-                )
+            small = type(body) is not bytes or len(body) <= MOST_BYTES
+            if third is True and type(body) in SCALARS and small:
+                return marshal.dumps(message, MARSHAL_VERSION)
         except (NotCompact, RecursionError):
             pass
         return pickled(message)
@@ -205,12 +203,8 @@ def make_loads(unpickled: Decode, resolve: Optional[Resolve] = None) -> Decode:
                 raise NotOurs("not a call")
             if type(name) is not str or type(args) is not list or type(kwargs) is not dict:
                 raise NotOurs("not a call")
-            out: List[Any] = []
-            for value in args:
-                kind = type(value)
-                out.append(value if kind in PLAIN else decode_one(value, kind, head))
             rest = decode_one(kwargs, dict, head) if kwargs else {}
-            return (*head, (resolve(body), name, tuple(out), rest))
+            return (*head, (resolve(body), name, tuple(decode_all(args, head)), rest))
         if head[0] == "req" and type(head[2]) is str and type(body) is list:
             return (*head, tuple(decode_all(body, head)))
         if head[0] == "rep" and head[2] is True and type(body) in SCALARS:

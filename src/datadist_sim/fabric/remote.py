@@ -46,12 +46,12 @@ class RemoteObject:
             if not is_method:
                 return value
             RemoteObject._method_names[key] = True
+        method = _remote_method(name)
         cls = type(self)
         if _classes.get(self._type_name) is cls:
             # from now on the name is found on the class: no failed lookup, no ``__getattr__`` (issue 15)
-            setattr(cls, name, _remote_method(name))
-            return getattr(self, name)
-        return _RemoteMethod(self, name)
+            setattr(cls, name, method)
+        return method.__get__(self, cls)
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._client.request("set", self, name, value)
@@ -63,21 +63,9 @@ class RemoteObject:
         return self.__str__()
 
 
-class _RemoteMethod:
-    __slots__ = ("_name", "_target")
-
-    def __init__(self, target: RemoteObject, name: str) -> None:
-        self._target = target
-        self._name = name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        target = self._target
-        return target._client.request("call", target, self._name, args, kwargs)
-
-
 def _remote_method(name: str) -> Callable[..., Any]:
-    """A method of a proxy class that forwards its calls to the fabric: what ``_RemoteMethod`` does,
-    as a plain function, so the name resolves as any method does."""
+    """A method of a proxy class that forwards its calls to the fabric, as a plain function: installed on
+    the class, the name then resolves as any method does."""
 
     def method(self: RemoteObject, *args: Any, **kwargs: Any) -> Any:
         return self._client.request("call", self, name, args, kwargs)

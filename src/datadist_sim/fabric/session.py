@@ -151,14 +151,13 @@ class Session:
         return None
 
     def _resolve(self, handle: int) -> Any:
-        """The object a compact frame's handle names (as ``_persistent_load`` gives a pickled one)."""
+        """The object a handle names, pickled (``_persistent_load``) or compact; ``STALE`` once released."""
         with self._lock:
             return self._objects.get(handle, STALE)
 
     def _persistent_load(self, pid: Any) -> Any:
         if pid[0] == "ref":
-            with self._lock:
-                return self._objects.get(pid[1], STALE)
+            return self._resolve(pid[1])
         if pid[0] == "callback":
             return _remote_synchronizer(self, int(pid[1]))
         raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
