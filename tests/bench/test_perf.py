@@ -152,7 +152,7 @@ def test_a_placed_fabric_run_holds_each_process_to_its_cpus() -> None:
 
     for where in perf_fabric.placements():
         run = perf_fabric._fabric_figures(1 << 20, 1, 5, placement=where)
-        assert run.cpus == tuple(",".join(map(str, sorted(cpus))) for cpus in where[1:]), where.name
+        assert run.cpus == tuple(perf_fabric.cpu_list(cpus) for cpus in where[1:]), where.name
         assert run.pull > 0
         assert run.ping > 0
 

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import FrozenSet, List, NamedTuple, Optional, Tuple
+from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from datadist_sim.bench.perf_setup import Figure
 
@@ -182,6 +182,11 @@ def placements() -> List[Placement]:
     return found
 
 
+def cpu_list(cpus: Iterable[int]) -> str:
+    """CPUs as a fabric run reports them (and the Decode program writes them): "0,1"."""
+    return ",".join(map(str, sorted(cpus)))
+
+
 class FabricFigures(NamedTuple):
     """What one fabric run measured (seconds; each time the best of its rounds, taken in turn in the
     Decode process; each ratio the median of the rounds' own)."""
@@ -231,7 +236,7 @@ def _fabric_figures(
         assert server.stdout is not None
         line = server.stdout.readline().strip()
         env[ENV_VAR] = line.partition("=")[2]
-        echo_cpus = "" if placement is None else ",".join(map(str, sorted(placement.echo)))
+        echo_cpus = "" if placement is None else cpu_list(placement.echo)
         args = [str(nbytes), str(repeat), str(inner), _ECHO, echo_cpus]
 
         def start(side: str) -> subprocess.Popen[str]:
@@ -260,7 +265,7 @@ def _fabric_figures(
         fields = decode.stdout.readline().split()
         fabric_cpus = "-"
         if hasattr(os, "sched_getaffinity"):
-            fabric_cpus = ",".join(map(str, sorted(os.sched_getaffinity(server.pid))))
+            fabric_cpus = cpu_list(os.sched_getaffinity(server.pid))
         prompt.stdin.write("go\n")
         prompt.stdin.flush()
         for proc in procs:
