@@ -174,7 +174,7 @@ class Connector:
     holds, and the registration it makes after each ``init``."""
 
     def __init__(self, role: LLMRole, cluster_id: int, options: Dict[str, str]) -> None:
-        self.role, self.cluster_id, self.options = role, cluster_id, options
+        self.options = options
         self.buffers = [np.zeros((2, 4, 8), dtype=np.float16) for _ in range(2)]
         self.engine = make(role, cluster_id, options)
         self.manager = self.engine.cache_manager
@@ -248,11 +248,14 @@ def test_a_prompt_put_to_sleep_and_woken_serves_its_buffers_again(world: SimWorl
     old = prompt.manager
     prompt.manager = prompt.engine.cache_manager
     prompt.cache = prompt.register()  # the same buffers, registered again
-    assert refused(
-        lambda: old.register_cache(desc(), [b.ctypes.data for b in prompt.buffers])
-    ).status_code is (S.LLM_ENGINE_FINALIZED)
-    # the Decode's link was to the instance that slept: it reaches nothing until linked again
+    addrs = [b.ctypes.data for b in prompt.buffers]
+    assert refused(lambda: old.register_cache(desc(), addrs)).status_code is S.LLM_ENGINE_FINALIZED
+    # the Decode's link was to the instance that slept: it reaches nothing, and its end still answers
+    # link_clusters, until the Decode drops it and links again
+    before = decode.buffers[0].copy()
     assert pull(prompt, decode) is S.LLM_NOT_YET_LINK
+    assert np.array_equal(decode.buffers[0], before)
+    assert link(decode) is S.LLM_ALREADY_LINK
     relink(decode)
     prompt.buffers[0][1] = 5.0
     assert pull(prompt, decode) is None
