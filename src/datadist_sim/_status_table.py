@@ -85,10 +85,11 @@ _ROWS: tuple[tuple[LLMStatusCode, str, Retryable, str, str], ...] = (
     ),
     (
         _C.LLM_ENGINE_FINALIZED,
-        "Engine already finalized (legacy model mode; not produced by the current KV APIs)",
-        "n.a.",
-        "Create and initialise a new LLMDataDist instead of calling a finalized one.",
-        _REF + " §12",
+        "Engine already finalized: a CacheManager taken before its engine's finalize() (also legacy "
+        "model mode)",
+        "no",
+        "Obtain the manager again after LLMDataDist.init(); one taken before finalize() never works again.",
+        _REF + " §12; hixl cache_manager.py@3f38f679 _check_is_inited",
     ),
     (
         _C.LLM_NOT_YET_LINK,

@@ -398,20 +398,34 @@ def test_LLM_UNKNOWN_ERROR(world: SimWorld) -> None:
 # -- legacy model-mode codes (SimConfig(legacy_codes=True)) ---------------------------------------
 
 
+def test_LLM_ENGINE_FINALIZED(world: SimWorld) -> None:
+    """A ``CacheManager`` taken before its engine's ``finalize()`` refuses every operation with
+    ``LLM_ENGINE_FINALIZED`` (hixl ``cache_manager.py`` at 3f38f679, ``_check_is_inited``), in every
+    mode of the simulator, before it checks its arguments; the engine's new manager after ``init`` works."""
+    p, d = pair(v2=True)
+    p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+    cm = d.cache_manager
+    dst = cm.allocate_cache(desc(batch=1))
+    d.finalize()
+    assert code_of(lambda: cm.allocate_cache(desc())) is S.LLM_ENGINE_FINALIZED
+    assert code_of(lambda: cm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_ENGINE_FINALIZED
+    assert code_of(lambda: cm.deallocate_cache(None)) is S.LLM_ENGINE_FINALIZED  # type: ignore[arg-type]
+
+
 @legacy_or(S.LLM_ENGINE_FINALIZED, S.LLM_FAILED)
-def test_LLM_ENGINE_FINALIZED(legacy: bool, expected: LLMStatusCode) -> None:
-    """Legacy model mode's "engine finalized" (§10, §12 legacy): closest current condition, a call on a
-    manager after its ``LLMDataDist.finalize()`` (§5.3). With ``legacy_codes`` it is
-    ``LLM_ENGINE_FINALIZED``; by default the engine is simply not initialised: ``LLM_FAILED`` (§12).
-    Plain calls and transfers agree."""
+def test_LLM_ENGINE_FINALIZED_from_a_finalized_v1_engine(legacy: bool, expected: LLMStatusCode) -> None:
+    """The v1 ``KvCacheManager`` (hicann/ge) has no manager-side check: its calls reach the finalized
+    engine. Legacy model mode's "engine finalized" (§10, §12 legacy) is the closest condition: with
+    ``legacy_codes`` it is ``LLM_ENGINE_FINALIZED``; by default the engine is simply not initialised:
+    ``LLM_FAILED`` (§12). Plain calls and pulls agree."""
     with fresh(legacy_codes=legacy):
-        p, d = pair(v2=True)
-        p.cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
-        cm = d.cache_manager
-        dst = cm.allocate_cache(desc(batch=1))
+        p, d = pair(v2=False)
+        p.kv_cache_manager.allocate_cache(desc(batch=1), [CacheKey(P_ID, 1)])
+        km = d.kv_cache_manager
+        dst = km.allocate_cache(desc(batch=1))
         d.finalize()
-        assert code_of(lambda: cm.allocate_cache(desc())) is expected
-        assert code_of(lambda: cm.pull_cache(CacheKey(P_ID, 1), dst)) is expected
+        assert code_of(lambda: km.allocate_cache(desc())) is expected
+        assert code_of(lambda: km.pull_cache(CacheKey(P_ID, 1), dst)) is expected
 
 
 def test_LLM_ENGINE_FINALIZED_is_not_what_a_killed_cluster_gives(legacy_world: SimWorld) -> None:

@@ -127,14 +127,85 @@ def test_v1_transfer_prompt_only_and_moves_bytes(world: SimWorld) -> None:
     assert info.value.status_code is V1.LLM_PARAM_INVALID
 
 
-def test_dst_layer_range_is_indexed_by_absolute_layer_as_in_real(world: SimWorld) -> None:
+def test_v2_dst_layer_range_is_relative_to_the_source_range(world: SimWorld) -> None:
+    """hixl llm_utils.py at 49b96c60 (test_transfer_layer_range.py): source layer 1 of range(1, 2) goes to
+    the first layer of the destination range; it used to report success with ``[None]`` and move nothing."""
     p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
     src = p.cache_manager.allocate_cache(desc())
     dst = d.cache_manager.allocate_cache(desc())
+    fill(src, 5)
+    sync = Sync()
     config = TransferWithCacheKeyConfig(CacheKeyByIdAndIndex(D_ID, dst.cache_id), range(1, 2), range(0, 1))
-    task = p.cache_manager.transfer_cache_async(src, Sync(), [config])
-    assert task.get_results() == [None]
+    task = p.cache_manager.transfer_cache_async(src, sync, [config])
     assert task.synchronize() is S.LLM_SUCCESS
+    assert task.get_results() == [S.LLM_SUCCESS]
+    assert sync.seen == [1]
+    sv, dv = datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)
+    assert np.array_equal(sv[2][0], dv[0][0])
+    assert np.array_equal(sv[3][0], dv[1][0])
+    assert not dv[2].any()
+    assert not dv[3].any()
+    assert not dv[0][1].any()
+
+
+def test_v2_relative_layers_reach_a_later_destination_layer(world: SimWorld) -> None:
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc())
+    fill(src, 6)
+    config = TransferWithCacheKeyConfig(CacheKeyByIdAndIndex(D_ID, dst.cache_id, 1), range(1, 2), range(1, 2))
+    assert p.cache_manager.transfer_cache_async(src, Sync(), [config]).get_results() == [S.LLM_SUCCESS]
+    sv, dv = datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)
+    assert np.array_equal(sv[2][0], dv[2][1])
+    assert np.array_equal(sv[3][0], dv[3][1])
+    assert not dv[0].any()
+    assert not dv[1].any()
+
+
+class Raising(LayerSynchronizer):
+    def synchronize_layer(self, layer_index: int, timeout_in_millis: Optional[int]) -> bool:
+        raise RuntimeError("the model step failed")
+
+
+def test_v2_worker_that_fails_reports_the_default_code_for_every_config(world: SimWorld) -> None:
+    """hixl llm_utils.py at 49b96c60: ``TransferAsyncThread`` keeps the exception, and the task answers its
+    default code (``LLM_TIMEOUT`` from ``CacheManager``) rather than a success with ``None`` results."""
+    p, d = pair(v2=True)
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc(batch=1))
+    configs = [TransferConfig(D_ID, dst.tensor_addrs), TransferConfig(D_ID, dst.tensor_addrs)]
+    task = p.cache_manager.transfer_cache_async(src, Raising(), configs)
+    assert task.synchronize() is S.LLM_TIMEOUT
+    assert task.get_results() == [S.LLM_TIMEOUT, S.LLM_TIMEOUT]
+    assert not any(v.any() for v in datadist_sim.tensor_views(dst))
+
+
+def test_v2_destination_range_shortened_after_construction_fails_the_task(world: SimWorld) -> None:
+    """The setter accepts a shorter destination range; the worker then runs past its end, as in real,
+    and the task reports the default code though the first layer was sent."""
+    p, d = pair(v2=True, **{"llm.EnableRemoteCacheAccessible": "1"})
+    src = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc())
+    fill(src, 7)
+    config = TransferWithCacheKeyConfig(CacheKeyByIdAndIndex(D_ID, dst.cache_id), range(0, 2), range(0, 2))
+    config.dst_layer_range = range(1, 2)
+    task = p.cache_manager.transfer_cache_async(src, Sync(), [config])
+    assert task.get_results() == [S.LLM_TIMEOUT]
+    sv, dv = datadist_sim.tensor_views(src), datadist_sim.tensor_views(dst)
+    assert np.array_equal(sv[0][0], dv[2][0])
+
+
+def test_v1_worker_that_fails_leaves_results_none_as_the_v1_package_does(world: SimWorld) -> None:
+    """hicann/ge llm_datadist_v1/llm_utils.py:402-410: the v1 worker does not catch; its configs stay
+    ``None``, which ``synchronize`` passes over."""
+    p, d = pair(v2=False)
+    src = p.kv_cache_manager.allocate_cache(desc(batch=1))
+    dst = d.kv_cache_manager.allocate_cache(desc(batch=1))
+    task = p.kv_cache_manager.transfer_cache_async(
+        src, Raising(), [TransferConfig(D_ID, dst.per_device_tensor_addrs[0])]
+    )
+    assert task.get_results() == [None]
+    assert task.synchronize() is V1.LLM_SUCCESS
 
 
 @pytest.mark.parametrize("mode", ["reject", "serialize"])

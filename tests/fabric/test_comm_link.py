@@ -157,3 +157,26 @@ def test_switch_role_with_a_comm_link_is_exist_link(world: SimWorld) -> None:
     with pytest.raises(LLMException) as exc:
         d.switch_role(LLMRole.PROMPT, {"llm.listenIpInfo": "10.0.0.2:1"})
     assert exc.value.status_code is S.LLM_EXIST_LINK
+
+
+def test_a_member_that_slept_and_woke_links_anew_with_the_member_that_stayed(world: SimWorld) -> None:
+    """A rank-table communicator does not survive a member's ``finalize``: the woken member's ``link``
+    opens a new one, PREPARING until the other member leaves its old one and joins, and both are
+    then linked again. Nothing of the old communicator is reused."""
+    p, d = prompt(1, v2=True), decoder(2, v2=True)
+    p.link("link", {1: 0, 2: 1}, RANK_TABLE)
+    old = d.link("link", {1: 0, 2: 1}, RANK_TABLE)
+    assert _poll(d, old)[-1] is RegisterMemStatus.OK
+    p.finalize()
+    p.init({"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1", "llm.listenIpInfo": "192.168.1.1:26000"})
+    assert not world.is_linked(1, 2)
+    p_new = p.link("link", {1: 0, 2: 1}, RANK_TABLE)
+    assert p.query_register_mem_status(p_new) is RegisterMemStatus.PREPARING  # the other member is not in
+    d.unlink(old)
+    d_new = d.link("link", {1: 0, 2: 1}, RANK_TABLE)
+    assert _poll(d, d_new)[-1] is RegisterMemStatus.OK
+    assert _poll(p, p_new)[-1] is RegisterMemStatus.OK
+    assert world.is_linked(1, 2)
+    d.unlink(d_new)
+    p.unlink(p_new)
+    assert world.links() == []

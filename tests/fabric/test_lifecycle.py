@@ -169,3 +169,42 @@ def test_listen_endpoint_in_use_fails_init_and_leaves_no_instance(world: SimWorl
 def test_a_finalized_cluster_id_can_be_initialised_again(world: SimWorld) -> None:
     prompt(0).finalize()
     assert prompt(0).cluster_id == 0
+
+
+# What hixl's tests/python/test_llm_datadist_coverage.py (at 8bb16aa2) states of init and exit.
+
+
+def test_the_exit_handler_finalizes_the_live_instance(world: SimWorld) -> None:
+    from datadist_sim.llm_datadist.v2.llm_datadist import _shutdown_handler
+
+    dd = prompt(1, v2=True, **{"llm.MemPoolConfig": '{"memory_size": 1048576}'})
+    manager = dd.cache_manager
+    _shutdown_handler()
+    assert LLMDataDist.llm_engine_instance is None
+    assert not world.nodes
+    with pytest.raises(LLMException) as info:
+        manager.allocate_cache(None)  # type: ignore[arg-type]
+    assert info.value.status_code is S.LLM_ENGINE_FINALIZED
+    _shutdown_handler()  # nothing left to finalize: harmless
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"llm.listenIpInfo": "127.0.0.1:26000"}, "llm.EnableCacheManager"),
+        ({"llm.EnableCacheManager": "1", "llm.EnableRemoteCacheAccessible": "1"}, "llm.listenIpInfo"),
+        (
+            {
+                "llm.EnableCacheManager": "1",
+                "llm.EnableRemoteCacheAccessible": "0",
+                "llm.listenIpInfo": "127.0.0.1:1",
+            },
+            "llm.EnableRemoteCacheAccessible",
+        ),
+    ],
+)
+def test_the_hixl_backend_names_the_option_it_needs(world: SimWorld, extra: dict, named: str) -> None:
+    dd = LLMDataDist(LLMRole.PROMPT, 15)
+    with pytest.raises(LLMException, match=f"llm.TransferBackend is not supported when {named}"):
+        dd.init({"ge.exec.deviceId": "0", "llm.TransferBackend": "hixl", **extra})
+    assert not world.nodes

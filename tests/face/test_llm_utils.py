@@ -112,7 +112,12 @@ def test_pack_helpers_give_the_engine_field_tuples() -> None:
     assert llm_utils.pack_block_cache_key(BlocksCacheKey(1, 7)) == (1, -1, 0, U64, U64, 7, True)
     assert llm_utils.pack_mem_info(MemInfo(Memtype.MEM_TYPE_HOST, 8, 9)) == (1, 8, 9)
     desc = CacheDesc(2, [4, 8], DataType.DT_FLOAT16, Placement.HOST, 0, 1)
-    assert llm_utils.pack_cache_desc(desc) == (2, 1, 1, [4, 8], 0, False)
+    # hixl llm_utils.py at 49b96c60: batch_dim after seq_len_dim_index; the kind is the API's to say
+    assert llm_utils.pack_cache_desc(desc) == (2, 1, 1, 0, [4, 8], 0, False)
+    assert llm_utils.pack_cache_desc(desc, is_blocks=True) == (2, 1, 1, 0, [4, 8], 0, True)
+    desc._is_blocks = True
+    assert llm_utils.pack_cache_desc(desc, is_blocks=False)[-1] is False
+    assert desc._is_blocks is True  # packing never changes the desc
 
 
 @given(st.integers(0, U64), st.integers(0, U64), st.integers(0, U64), st.integers(0, U64))

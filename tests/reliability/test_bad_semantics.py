@@ -350,8 +350,8 @@ def test_semantic_bad_input(env: Env, case: Case) -> None:
 
 
 def test_a_finalized_instance_and_its_stale_handles(env: Env) -> None:
-    """After ``finalize``: the instance raises the real RuntimeError, its old manager and caches are
-    refused with an LLMException, and nothing changes."""
+    """After ``finalize``: the instance raises the real RuntimeError, its old manager is refused with
+    ``LLM_ENGINE_FINALIZED`` (hixl ``cache_manager.py`` at 3f38f679), and nothing changes."""
     old = env.d.cache_manager
     env.d.finalize()
     before = env.state()
@@ -369,7 +369,7 @@ def test_a_finalized_instance_and_its_stale_handles(env: Env) -> None:
     ):
         with pytest.raises(LLMException) as info:
             call()
-        assert info.value.status_code is S.LLM_FAILED
+        assert info.value.status_code is S.LLM_ENGINE_FINALIZED
         STATS["bad inputs tried"] += 1
     env.d.finalize()  # a second finalize is a no-op
     assert env.state() == before

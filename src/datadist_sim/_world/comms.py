@@ -101,7 +101,9 @@ class CommRegistry:
     def __init__(self, world: CommWorld) -> None:
         self._world = world
         self._by_name: Dict[str, Communicator] = {}
-        self._by_id: Dict[int, Dict[int, str]] = {}
+        """The communicator a ``link`` of each name joins: the one still forming, or the settled one
+        every member still holds. One that a member left after it settled is no longer here."""
+        self._by_id: Dict[int, Dict[int, Communicator]] = {}
         self._next_id: Dict[int, int] = {}
 
     def link(self, node: ClusterNode, name: str, rank_info: Dict[int, int], rank_table: str) -> int:
@@ -119,7 +121,7 @@ class CommRegistry:
             comm_id = self._next_id.get(own, 1)
             self._next_id[own] = comm_id + 1
             comm.members[own] = _Member(comm_id, world.now(), dict(rank_info), rank_table)
-            self._by_id.setdefault(own, {})[comm_id] = name
+            self._by_id.setdefault(own, {})[comm_id] = comm
             self._settle(comm)
         world.record(own, "comm.join", "ok", f"comm {name} id {comm_id}")
         return comm_id
@@ -187,7 +189,13 @@ class CommRegistry:
             comm.verified = True
 
     def unlink(self, node: ClusterNode, comm_id: int) -> None:
-        """Leave the communicator and drop the links it made for this instance."""
+        """Leave the communicator and drop the links it made for this instance.
+
+        A communicator that had settled is never joined again once a member left it (by ``unlink`` or
+        ``finalize``): HCCL builds a communicator once, from every member's init together
+        (``comm_link_manager.cc:364-367``), and the engine's finalize destroys its comms
+        (``llm_datadist_v2.cc:100-118``). The next ``link`` of that name opens a new one, which the
+        members still in the old one join only after they leave it."""
         with self._world.lock:
             comm = self._lookup(node, comm_id)
             self._by_id[node.cluster_id].pop(comm_id)
@@ -195,7 +203,7 @@ class CommRegistry:
             for remote, peer in list(node.peers.items()):
                 if peer.via_comm == comm_id:
                     del node.peers[remote]
-            if not comm.members:
+            if self._by_name.get(comm.name) is comm and (not comm.members or comm.ready_at is not None):
                 del self._by_name[comm.name]
         self._world.record(node.cluster_id, "comm.leave", "ok", f"comm id {comm_id}")
 
@@ -206,10 +214,10 @@ class CommRegistry:
         self._next_id.pop(node.cluster_id, None)
 
     def _lookup(self, node: ClusterNode, comm_id: int) -> Communicator:
-        name = self._by_id.get(node.cluster_id, {}).get(comm_id)
-        if name is None:
+        comm = self._by_id.get(node.cluster_id, {}).get(comm_id)
+        if comm is None:
             raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"Comm:{comm_id} is not yet link.")
-        return self._by_name[name]
+        return comm
 
     def _deadline(self, node: ClusterNode) -> float:
         total = node.settings.link_total_time_s

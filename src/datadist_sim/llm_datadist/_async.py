@@ -3,10 +3,20 @@ layer by layer after ``LayerSynchronizer.synchronize_layer`` (real ``llm_utils.T
 
 As in real, results are keyed by destination cluster (two configs to one cluster share a result), a
 failed ``synchronize_layer`` marks every config of that layer ``LLM_PARAM_INVALID`` and stops, and the
-first failed layer of a config stops the whole job. Also as in real, ``dst_layer_range`` is indexed by
-the absolute source layer number (``list(dst_layer_range)[layer]``), so a config whose source range does
-not start at 0 needs a destination range at least ``layer + 1`` long; otherwise the worker fails and that
-config's result stays ``None`` (which ``synchronize`` passes over).
+first failed layer of a config stops the whole job.
+
+The two packages' jobs differ where the v2 package moved on (hixl ``llm_utils.py`` at ``49b96c60``,
+``TransferCacheJob.transfer_layers`` and ``TransferAsyncThread.run``; pinned by its
+``tests/python/test_transfer_layer_range.py``):
+
+- v2 (``CacheManager``): a config's destination layer is relative to its source range: source layer
+  ``s`` goes to ``dst_layer_range[s - src_layer_range.start]``; and a worker that fails with an
+  exception reports the task's default code (``LLM_TIMEOUT``) for every config, from both
+  ``synchronize`` and ``get_results``.
+- v1 (``KvCacheManager``, hicann/ge ``api/python/llm_datadist_v1/llm_utils.py:274-288,402-410``, older):
+  the destination range is indexed by the absolute source layer, and a failed worker dies quietly, its
+  configs left ``None`` (which ``synchronize`` passes over). A v1 ``TransferConfig`` has no destination
+  range of its own, so only a range set on it by hand meets that indexing.
 """
 
 from __future__ import annotations
@@ -51,7 +61,10 @@ def start_transfer(
     *,
     default_error_code: LLMStatusCode,
     enable_remote_cache: bool = False,
+    v2_job: bool = False,
 ) -> CacheTask:
+    """Check the arguments as the package does and start the job; ``v2_job`` picks the v2 package's
+    rules for layer indices and a failed worker (see the module's docstring)."""
     check_block_indices("dst_block_indices", dst_block_indices)
     check_block_indices("src_block_indices", src_block_indices)
     if dst_block_memory_size is not None:
@@ -127,6 +140,7 @@ def start_transfer(
         list(src_block_indices or []),
         list(dst_block_indices or []),
         dst_block_memory_size or 0,
+        default_error_code if v2_job else None,
     )
     results: List[Optional[LLMStatusCode]] = [None] * len(transfer_configs)
     worker = threading.Thread(target=job.run, args=(results,), name="datadist-sim-transfer", daemon=True)
@@ -148,6 +162,7 @@ class _Job:
         src_blocks: List[int],
         dst_blocks: List[int],
         dst_block_size: int,
+        failure_code: Optional[LLMStatusCode],
     ) -> None:
         self.world = world
         self.node = node
@@ -158,19 +173,29 @@ class _Job:
         self.src_blocks = src_blocks
         self.dst_blocks = dst_blocks
         self.dst_block_size = dst_block_size
+        self.failure_code = failure_code
+        """v2: what every config reports when the worker fails with an exception; v1: None (the
+        configs keep what they had, unfinished ones ``None``)."""
         self.rets: Dict[int, LLMStatusCode] = {}
 
     def run(self, results: List[Optional[LLMStatusCode]]) -> None:
+        failed = False
         try:
             self._layers()
-        except Exception:  # the real worker thread dies with a traceback; its configs stay None
+        except Exception:
+            failed = True
             _log.exception("[transfer_cache_async] transfer thread failed")
         finally:
             for i, config in enumerate(self.configs):
-                results[i] = self.rets.get(config.dst_cluster_id)
+                results[i] = (
+                    self.failure_code
+                    if failed and self.failure_code is not None
+                    else self.rets.get(config.dst_cluster_id)
+                )
 
     def _layers(self) -> None:
-        for layer_i, layer in enumerate(range(self.num_layers)):
+        relative = self.failure_code is not None  # the v2 job (module docstring)
+        for layer in range(self.num_layers):
             todo = [c for c in self.configs if c.src_layer_range is not None and layer in c.src_layer_range]
             if not todo:
                 continue
@@ -179,7 +204,7 @@ class _Job:
                     self.rets[config.dst_cluster_id] = LLMStatusCode.LLM_PARAM_INVALID
                 return
             for config in todo:
-                dst_layer = layer if config.dst_layer_range is None else list(config.dst_layer_range)[layer_i]
+                dst_layer = self._dst_layer(layer, config, relative)
                 ret = self._layer(layer, dst_layer, config)
                 if ret is not LLMStatusCode.LLM_SUCCESS:
                     self.rets[config.dst_cluster_id] = ret
@@ -187,6 +212,18 @@ class _Job:
                 assert config.src_layer_range is not None
                 if layer == config.src_layer_range.stop - 1:
                     self.rets[config.dst_cluster_id] = LLMStatusCode.LLM_SUCCESS
+
+    @staticmethod
+    def _dst_layer(layer: int, config: AnyConfig, relative: bool) -> int:
+        """The destination layer of source layer ``layer`` (an ``IndexError`` past the range's end fails
+        the worker, as in real)."""
+        dst_range = config.dst_layer_range
+        if dst_range is None:
+            return layer
+        if relative:
+            assert config.src_layer_range is not None
+            return dst_range[layer - config.src_layer_range.start]
+        return list(dst_range)[layer]
 
     def _layer(self, layer: int, dst_layer: int, config: AnyConfig) -> LLMStatusCode:
         src_idx = [layer * _PER_LAYER + i for i in range(_PER_LAYER)]

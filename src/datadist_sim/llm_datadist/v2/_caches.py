@@ -134,7 +134,7 @@ class CacheDesc:
         self._size = -1
         self._kv_tensor_format = kv_tensor_format
         self._placement = placement
-        self._is_blocks = False  # set by the blocks APIs; packed into the engine call
+        self._is_blocks = False  # the default kind ``pack_cache_desc`` packs; no API changes it
 
     def __repr__(self) -> str:
         # The missing space before kv_tensor_format is the real repr's.

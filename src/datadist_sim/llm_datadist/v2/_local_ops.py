@@ -16,6 +16,7 @@ from datadist_sim.llm_datadist.utils.utils import (
     check_uint32,
     check_uint64,
 )
+from datadist_sim.llm_datadist.v2._lifecycle import ManagerLifecycle
 from datadist_sim.llm_datadist.v2.llm_types import (
     Cache,
     Placement,
@@ -24,7 +25,7 @@ from datadist_sim.llm_datadist.v2.llm_types import (
 _INVALID_ID = 2**64 - 1
 
 
-class LocalCacheOps:
+class LocalCacheOps(ManagerLifecycle):
     """Copies and swaps inside one instance; mixed into ``CacheManager``."""
 
     _world: SimWorld
@@ -35,6 +36,7 @@ class LocalCacheOps:
 
     @api_call
     def copy_blocks(self, cache: Cache, copy_block_info: Dict[int, List[int]]) -> None:
+        self._check_is_inited()
         check_isinstance("cache", cache, Cache)
         check_isinstance("copy_block_info", copy_block_info, dict)
         check_dict("copy_block_info", copy_block_info, int, list, int)
@@ -54,6 +56,7 @@ class LocalCacheOps:
         size: int = -1,
         req_id: Optional[int] = None,
     ) -> None:
+        self._check_is_inited()
         check_isinstance("dst", dst, Cache)
         check_isinstance("src", src, Cache)
         check_uint32("dst_batch_index", dst_batch_index)
@@ -119,6 +122,7 @@ class LocalCacheOps:
 
     @api_call
     def swap_blocks(self, src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
+        self._check_is_inited()
         self._verify_caches(src_cache, dst_cache, src_to_dst)
         src_placement = src_cache.cache_desc.placement
         dst_placement = dst_cache.cache_desc.placement

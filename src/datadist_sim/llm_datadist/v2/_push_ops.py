@@ -14,6 +14,7 @@ from datadist_sim.llm_datadist.utils.utils import (
     check_isinstance,
     check_uint32,
 )
+from datadist_sim.llm_datadist.v2._lifecycle import ManagerLifecycle
 from datadist_sim.llm_datadist.v2.llm_types import (
     BlocksCacheKey,
     Cache,
@@ -29,7 +30,7 @@ _NUM_TENSORS_PER_LAYER = 2
 BlockList = Union[Tuple[int, ...], List[int]]
 
 
-class PushOps:
+class PushOps(ManagerLifecycle):
     """Pushes to a remote cache; mixed into ``CacheManager``."""
 
     _world: SimWorld
@@ -83,6 +84,7 @@ class PushOps:
         size: int = -1,
         tensor_num_per_layer: int = _NUM_TENSORS_PER_LAYER,
     ) -> None:
+        self._check_is_inited()
         raise_if_false(
             self._enable_remote_cache_accessible,
             "push_cache is only supported while enable_remote_cache_accessible is True",
@@ -120,6 +122,7 @@ class PushOps:
         dst_layer_range: Optional[range] = None,
         tensor_num_per_layer: int = _NUM_TENSORS_PER_LAYER,
     ) -> None:
+        self._check_is_inited()
         raise_if_false(
             self._enable_remote_cache_accessible,
             "push_blocks is only supported while enable_remote_cache_accessible is True",

@@ -107,12 +107,12 @@ class CacheManager(LocalCacheOps, PushOps):
     def allocate_blocks_cache(
         self, cache_desc: CacheDesc, blocks_cache_key: Optional[BlocksCacheKey] = None
     ) -> Cache:
+        self._check_is_inited()
         check_isinstance("cache_desc", cache_desc, CacheDesc)
         check_isinstance("blocks_cache_key", blocks_cache_key, BlocksCacheKey)
         raise_if_false(cache_desc.num_tensors > 0, "num_tensors should be bigger than zero.")
         self._check_pool(cache_desc)
         keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
-        cache_desc._is_blocks = True
         entry = self._allocate("[allocate_blocks_cache]", cache_desc, keys, True)
         cache = Cache(entry.cache_id, cache_desc, list(entry.addrs), self, False, True)
         _log.info("[allocate_blocks_cache] success, cache_id = %d", cache.cache_id)
@@ -120,6 +120,7 @@ class CacheManager(LocalCacheOps, PushOps):
 
     @api_call
     def allocate_cache(self, cache_desc: CacheDesc, cache_keys: Keys = ()) -> Cache:
+        self._check_is_inited()
         check_isinstance("cache_desc", cache_desc, CacheDesc)
         check_isinstance("cache_keys", cache_keys, [list, tuple], CacheKey)
         raise_if_false(cache_desc.num_tensors > 0, "num_tensors should be bigger than zero.")
@@ -137,18 +138,21 @@ class CacheManager(LocalCacheOps, PushOps):
 
     @api_call
     def deallocate_blocks_cache(self, cache: Cache) -> None:
+        self._check_is_inited()
         check_isinstance("cache", cache, Cache)
         raise_if_false(cache.is_blocks_cache, "param check failed, cache should be blocks cache.")
         self._deallocate("[deallocate_blocks_cache]", cache)
 
     @api_call
     def deallocate_cache(self, cache: Cache) -> None:
+        self._check_is_inited()
         check_isinstance("cache", cache, Cache)
         raise_if_true(cache.is_blocks_cache, "param check failed, cache can not be blocks cache.")
         self._deallocate("[deallocate_cache]", cache)
 
     @api_call
     def remove_cache_key(self, cache_key: CacheKey) -> None:
+        self._check_is_inited()
         check_isinstance("cache_key", cache_key, CacheKey)
         with engine_call("[remove_cache_key]", f"cache_key = {cache_key}"):
             door.remove_key(self._world, self._node, pack_cache_key(cache_key))
@@ -176,6 +180,7 @@ class CacheManager(LocalCacheOps, PushOps):
         cache_keys: Keys = (),
         remote_accessible: Optional[bool] = None,
     ) -> Cache:
+        self._check_is_inited()
         check_isinstance("cache_desc", cache_desc, CacheDesc)
         check_isinstance("addrs", addrs, list, int)
         check_isinstance("cache_keys", cache_keys, [tuple, list], CacheKey)
@@ -203,6 +208,7 @@ class CacheManager(LocalCacheOps, PushOps):
         blocks_cache_key: Optional[BlocksCacheKey] = None,
         remote_accessible: Optional[bool] = None,
     ) -> Cache:
+        self._check_is_inited()
         check_isinstance("cache_desc", cache_desc, CacheDesc)
         check_isinstance("addrs", addrs, list, int)
         check_isinstance("blocks_cache_key", blocks_cache_key, BlocksCacheKey)
@@ -212,7 +218,6 @@ class CacheManager(LocalCacheOps, PushOps):
             "you can not register remote accessible cache after link.",
         )
         raise_if_false(len(addrs) > 0, "addrs can not be empty.")
-        cache_desc._is_blocks = True
         keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
         self._get_remote_accessible(cache_desc, remote_accessible)
         entry = self._register("[register_blocks_cache]", cache_desc, addrs, keys, True)
@@ -222,6 +227,7 @@ class CacheManager(LocalCacheOps, PushOps):
 
     @api_call
     def unregister_cache(self, cache_id: int) -> None:
+        self._check_is_inited()
         check_isinstance("cache_id", cache_id, int)
         check_int64("cache_id", cache_id)
         with engine_call("[unregister_cache]", f"cache_id = {cache_id}"):
@@ -238,6 +244,7 @@ class CacheManager(LocalCacheOps, PushOps):
         dst_blocks: BlockList = (),
         **kwargs: Any,
     ) -> None:
+        self._check_is_inited()
         src_layer_range = kwargs.get("src_layer_range")
         dst_layer_range = kwargs.get("dst_layer_range")
         tensor_num_per_layer = kwargs.get("tensor_num_per_layer", _NUM_TENSORS_PER_LAYER)
@@ -292,6 +299,8 @@ class CacheManager(LocalCacheOps, PushOps):
         size: int = -1,
         **kwargs: Any,
     ) -> None:
+        if not self._initialized:  # ``_check_is_inited`` without a call on the hot path
+            self._check_is_inited()
         if (
             not kwargs
             and type(cache_key) in self._pull_key_types
@@ -371,6 +380,7 @@ class CacheManager(LocalCacheOps, PushOps):
         dst_block_indices: Optional[BlockList] = None,
         dst_block_memory_size: Optional[int] = None,
     ) -> CacheTask:
+        self._check_is_inited()
         check_isinstance("src_cache", src_cache, Cache, allow_none=False)
         raise_if_true(
             src_cache.cache_desc.placement == Placement.HOST, "src cache not support placement HOST"
@@ -386,10 +396,12 @@ class CacheManager(LocalCacheOps, PushOps):
             dst_block_memory_size,
             default_error_code=LLMStatusCode.LLM_TIMEOUT,
             enable_remote_cache=self._enable_remote_cache_accessible,
+            v2_job=True,
         )
 
     @api_call
     def remap_registered_memory(self, mem_infos: Union[MemInfo, List[MemInfo]]) -> None:
+        self._check_is_inited()
         raise_if_false(
             isinstance(mem_infos, (list, MemInfo)),
             f"mem_infos type only support list of MemInfo or MemInfo, but got {type(mem_infos)}.",

@@ -131,14 +131,22 @@ def parse_listen_ip_info(listen_ip_info: str) -> Tuple[str, int]:
     return ip_and_port[0], int(ip_and_port[1])
 
 
-def pack_cache_desc(cache_desc: CacheDesc) -> Tuple[int, int, int, List[int], int, bool]:
+def pack_cache_desc(
+    cache_desc: CacheDesc, is_blocks: Optional[bool] = None
+) -> Tuple[int, int, int, int, List[int], int, bool]:
+    """The engine's tuple of a desc: (num_tensors, dtype, seq_len_dim_index, batch_dim, shape, placement,
+    is_blocks). The allocating or registering API says the cache's kind (``is_blocks``); the desc's own
+    flag is only the default, and the desc is never changed (hixl ``llm_utils.py`` at ``49b96c60``;
+    before it, the blocks APIs set the flag on the caller's desc, ``cache_manager.py:85,362`` of the
+    August snapshot, and a desc reused for a regular cache went on as blocks)."""
     return (
         cache_desc.num_tensors,
         cache_desc.data_type.value,
         cache_desc.seq_len_dim_index,
+        cache_desc.batch_dim,
         list(cache_desc.shape),
         int(cache_desc.placement),
-        cache_desc._is_blocks,
+        cache_desc._is_blocks if is_blocks is None else is_blocks,
     )
 
 
