@@ -53,6 +53,7 @@ def test_a_seed_that_is_not_an_integer_is_a_usage_error(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DATADIST_SIM_SEED", "seven")
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(SEED_TEST.format(seed=7))
     result = pytester.runpytest(*STRICT)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
