@@ -166,6 +166,9 @@ def _match(
     """The converted arguments as pybind matches them: positionally, then by keyword; None when a
     surplus, unknown, repeated or missing argument, or one a caster refuses, fails the call. A function
     bound without ``py::arg`` names (parameters ``arg0``...) takes no keyword at all."""
+    if not kwargs and len(args) == len(params):  # the common call: every argument by position
+        direct = [param.load(value) for param, value in zip(params, args)]
+        return None if None in direct else direct
     if len(args) > len(params) or (kwargs and params and params[0].name == "arg0"):
         return None
     values: List[Any] = list(args)
