@@ -76,6 +76,37 @@ def test_a_later_disconnect_wins_the_status_over_a_running_connect(make: Make) -
     assert client.disconnect(SERVER) == hixl.NOT_CONNECTED
 
 
+def _pool(make: Make, workers: int) -> hixl.Hixl:
+    config = f'{{"connect_pool.thread_num": {workers}}}'
+    return make(options={hixl.OPTION_GLOBAL_RESOURCE_CONFIG: config})
+
+
+def test_tasks_for_other_remotes_run_beside_each_other_up_to_the_workers(make: Make) -> None:
+    """``connect_pool_executor.cc:39-51, 177-186``: 2 workers by default, at most one task per remote at
+    a time; with ``connect_pool.thread_num`` 1 the second remote waits for the first."""
+    make(SERVER)
+    make(OTHER)
+    two, one = _pool(make, 2), _pool(make, 1)
+    for client in (two, one):
+        client.connect_async(SERVER)
+        client.connect_async(OTHER)
+        _states(client, SERVER, [S.CONNECTING])
+    assert two.get_async_connect_status(OTHER) == (hixl.SUCCESS, S.CONNECTING)
+    assert one.get_async_connect_status(OTHER) == (hixl.SUCCESS, S.CONNECT_PENDING)
+    assert _states(one, OTHER, [S.CONNECTED]) == [S.CONNECT_PENDING, S.CONNECTING, S.CONNECTED]
+
+
+def test_a_remotes_tasks_run_one_at_a_time_in_order(make: Make) -> None:
+    """``connect_pool_executor.cc:177-186``: a disconnect queued behind a running connect of the same
+    remote waits for it, even with a worker free."""
+    make(SERVER)
+    client = make()
+    client.connect_async(SERVER)
+    _states(client, SERVER, [S.CONNECTING])
+    client.disconnect_async(SERVER)
+    assert _states(client, SERVER, [S.NOT_CONNECT]) == [S.DISCONNECT_PENDING, S.DISCONNECTING, S.NOT_CONNECT]
+
+
 def test_sync_connect_leaves_the_async_table_alone(make: Make) -> None:
     """The table records only asynchronous requests (section 4)."""
     make(SERVER)

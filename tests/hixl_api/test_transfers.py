@@ -19,8 +19,8 @@ AUTO = {hixl.OPTION_AUTO_CONNECT: "1"}
 
 
 def _pair(make: Make, options: Optional[dict] = None) -> Tuple[hixl.Hixl, hixl.Hixl, np.ndarray, np.ndarray]:
-    """A server holding 4 KiB of known bytes and a connected client holding 4 KiB of others, both
-    registered."""
+    """A server holding 4 KiB of known bytes and a client (not connected) holding 4 KiB of others,
+    both registered."""
     if options is None:
         options = {}
     server, client = make(SERVER, options), make(options=options)

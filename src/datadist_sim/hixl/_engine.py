@@ -167,7 +167,7 @@ class Hixl:
     def __del__(self) -> None:
         # the destructor finalises an initialised engine (hixl_py.cc:34-39)
         engine, world = getattr(self, "_engine", None), getattr(self, "_world", None)
-        if engine is not None and world is not None:
+        if engine is not None and world is not None and door is not None:  # door: None at shutdown
             door.hixl_close(world, engine)
 
     # -- the common path ----------------------------------------------------------------------------
