@@ -231,6 +231,8 @@ def sequence_of(kind: type) -> Callable[[object], Optional[List[Any]]]:
     """``std::vector<T>``'s caster: any sequence but ``str``/``bytes``, every item a ``kind``."""
 
     def load(value: object) -> Optional[List[Any]]:
+        if type(value) is list:  # the common case, without the abstract-class check
+            return list(value) if all(isinstance(item, kind) for item in value) else None
         if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, collections.abc.Sequence):
             return None
         items = list(value)

@@ -64,6 +64,8 @@ _NAMES[codes.SUCCESS] = "SUCCESS"
 
 def _text(value: object) -> Optional[str]:
     """A ``std::string`` argument as the engine sees it: ``AscendString`` keeps what precedes a NUL."""
+    if type(value) is str and value.isascii() and "\0" not in value:  # the common case, as is
+        return value
     raw = text(value)
     return None if raw is None else raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
