@@ -295,3 +295,35 @@ def test_calls_are_traced_with_the_hixl_code(make: Make, world: SimWorld) -> Non
     make().connect(NOBODY)
     calls = [(e.op, e.outcome) for e in world.trace if e.kind == "call"]
     assert calls[-1] == ("hixl.connect", "FAILED")
+
+
+def test_a_connect_that_outlasts_its_timeout_is_timeout_and_leaves_no_connection(
+    make: Make, world: SimWorld
+) -> None:
+    """``ctrl_msg_plugin.cc:102-122``: an attempt that outlasts ``timeout_in_millis`` is ``TIMEOUT``;
+    here a connect takes ``SimConfig.link_setup_s`` (docs section 10)."""
+    make(SERVER)
+    client = make()
+    short = int(world.config.link_setup_s * 1000) // 2
+    start = world.now()
+    assert client.connect(SERVER, short) == hixl.TIMEOUT
+    assert world.now() - start == pytest.approx(short / 1000)
+    assert client.disconnect(SERVER) == hixl.NOT_CONNECTED
+    assert client.connect(SERVER) == hixl.SUCCESS
+
+
+def test_disconnect_parses_the_name_on_comm_only(make: Make) -> None:
+    """comm parses ``remote_engine`` first (``channel_msg_handler.cc:576-579``): ``PARAM_INVALID``;
+    hixl_cs does not, so it is simply not connected (``client_manager.cc:181-204``)."""
+    assert make().disconnect("no-such-host") == hixl.PARAM_INVALID
+    assert make(options=CS).disconnect("no-such-host") == hixl.NOT_CONNECTED
+
+
+def test_transfer_arguments_pybind_refuses_are_type_errors(make: Make) -> None:
+    """``hixl_py.cc:346-347``: ``op`` must be a ``TransferOp`` (no conversion from ``int``), ``op_descs``
+    a sequence of ``TransferOpDesc``, the timeout an ``int``."""
+    engine = make()
+    desc = hixl.TransferOpDesc(1, 2, 3)
+    for args in ((SERVER, 0, [desc]), (SERVER, hixl.READ, [1]), (SERVER, hixl.READ, [desc], 1.5)):
+        with pytest.raises(TypeError, match=r"^transfer_sync\(\): incompatible function arguments"):
+            engine.transfer_sync(*args)
