@@ -327,3 +327,22 @@ def test_transfer_arguments_pybind_refuses_are_type_errors(make: Make) -> None:
     for args in ((SERVER, 0, [desc]), (SERVER, hixl.READ, [1]), (SERVER, hixl.READ, [desc], 1.5)):
         with pytest.raises(TypeError, match=r"^transfer_sync\(\): incompatible function arguments"):
             engine.transfer_sync(*args)
+
+
+def test_a_port_an_llm_datadist_instance_listens_on_is_in_use(make: Make, world: SimWorld) -> None:
+    """Two listeners cannot share a port (``ctrl_msg_plugin.cc:176-177``), whichever API opened the
+    first (both engines build on the same factory, docs section 6): ``FAILED`` / ``LLM_FAILED``."""
+    from datadist_sim.llm_datadist import LLMDataDist, LLMException, LLMRole, LLMStatusCode
+
+    prompt = LLMDataDist(LLMRole.PROMPT, 1)
+    prompt.init({"ge.exec.deviceId": "0", "llm.listenIpInfo": "127.0.0.1:26003"})
+    try:
+        assert hixl.Hixl().initialize("127.0.0.1:26003") == hixl.FAILED
+        assert hixl.Hixl().initialize("0.0.0.0:26003") == hixl.FAILED
+        make("127.0.0.1:26004")
+    finally:
+        prompt.finalize()
+    second = LLMDataDist(LLMRole.PROMPT, 2)
+    with pytest.raises(LLMException, match="already in use") as refused:
+        second.init({"ge.exec.deviceId": "0", "llm.listenIpInfo": "127.0.0.1:26004"})
+    assert refused.value.status_code == LLMStatusCode.LLM_FAILED

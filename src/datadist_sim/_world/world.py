@@ -143,7 +143,7 @@ class SimWorld:
     # -- listeners ------------------------------------------------------------------------------
 
     def _open_listeners(self, node: ClusterNode, endpoints: List[Endpoint]) -> None:
-        busy = [ep for ep in endpoints if ep in self._listeners]
+        busy = [ep for ep in endpoints if ep in self._listeners or ep in self.hixl.listeners]
         if busy or len(set(endpoints)) != len(endpoints):
             shown = busy[0] if busy else endpoints[0]
             raise SimError(
