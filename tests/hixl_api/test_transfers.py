@@ -198,6 +198,8 @@ def test_a_transfer_that_outlasts_its_timeout_is_timeout_and_moves_nothing() -> 
         _, client, remote, local = _pair(make)
         client.connect(SERVER)
         before, start = local.copy(), world.now()
+        past_end = _op(local, remote, 4096, 0, 1)  # the ranges are checked first (hixl_cs_client.cc:994)
+        assert client.transfer_sync(SERVER, hixl.READ, [past_end], 1000) == hixl.PARAM_INVALID
         assert client.transfer_sync(SERVER, hixl.READ, [_op(local, remote, 4096)], 1000) == hixl.TIMEOUT
         assert np.array_equal(local, before)
         assert world.now() - start == pytest.approx(1.0)

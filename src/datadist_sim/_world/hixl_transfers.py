@@ -93,22 +93,35 @@ def _plan(engine: HixlEngine, peer: HixlEngine, write: bool, descs: Sequence[Des
     return copies
 
 
-def _move(world: SimWorld, engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc]) -> float:
-    """Check and copy; returns the modelled duration. With ``AutoConnect`` a failure drops the
-    connection, so the next call connects again (``hixl_engine.cc:205-210``; ``adxl_inner_engine.cc:
-    408-415``)."""
-    peer = engine.peers[remote]
+def _checked(engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc]) -> List[Desc]:
+    """The copies, once every descriptor checks out. With ``AutoConnect`` any failure from here on
+    drops the connection, so the next call connects again (``hixl_engine.cc:205-210``;
+    ``adxl_inner_engine.cc:408-415``)."""
     try:
         if engine.settings.kind is EngineKind.HIXL_CS and not descs:  # hixl_client.cc:173
             raise SimError(_P, "op_descs is empty")
-        copies = _plan(engine, peer, write, descs)
+        return _plan(engine, engine.peers[remote], write, descs)
+    except SimError:
+        if engine.settings.auto_connect:
+            drop_connection(engine, remote)
+        raise
+
+
+def _copy(world: SimWorld, engine: HixlEngine, remote: str, copies: List[Desc]) -> None:
+    """Move the bytes, all or nothing (``AddressSpace.copy_ranges``); memory the address space cannot
+    vouch for is refused as it refuses it, a poisoned range is ``FAILED``."""
+    try:
         world.space_copy(copies)
     except SimError as exc:
         if engine.settings.auto_connect:
             drop_connection(engine, remote)
-        if exc.code is LLMStatusCode.LLM_PARAM_INVALID or exc.code is _F:
+        if exc.code is LLMStatusCode.LLM_PARAM_INVALID:
             raise
         raise SimError(_F, exc.message) from None
+
+
+def _duration(world: SimWorld, copies: List[Desc]) -> float:
+    """One round trip plus the bytes at the link's bandwidth."""
     total = sum(nbytes for _, _, nbytes in copies)
     return world.config.message_rtt_s + total / world.config.bandwidth_bytes_per_s
 
@@ -127,13 +140,17 @@ def transfer(
         live(world, engine)
         _check_empty(engine, descs)
         _peer_for_transfer(world, engine, remote, timeout_s)
-        total = sum(nbytes for _, _, nbytes in descs)
-        if world.config.message_rtt_s + total / world.config.bandwidth_bytes_per_s > timeout_s:
+        copies = _checked(engine, remote, write, descs)
+        duration = _duration(world, copies)
+        if duration > timeout_s:
             if engine.settings.auto_connect:
                 drop_connection(engine, remote)
             world.elapse(timeout_s)
-            raise SimError(LLMStatusCode.LLM_TIMEOUT, f"transfer of {total} B outlasts {timeout_s} s")
-        world.elapse(_move(world, engine, remote, write, descs))
+            raise SimError(
+                LLMStatusCode.LLM_TIMEOUT, f"transfer of {len(copies)} ranges outlasts {timeout_s} s"
+            )
+        _copy(world, engine, remote, copies)
+        world.elapse(duration)
 
 
 def transfer_start(
@@ -145,7 +162,9 @@ def transfer_start(
         live(world, engine)
         _check_empty(engine, descs)
         _peer_for_transfer(world, engine, remote, AUTO_CONNECT_ASYNC_S)
-        duration = _move(world, engine, remote, write, descs)
+        copies = _checked(engine, remote, write, descs)
+        _copy(world, engine, remote, copies)
+        duration = _duration(world, copies)
         req = engine.next_req
         engine.next_req += 1
         engine.requests[req] = Request(remote, user_data, world.now() + duration)
