@@ -216,3 +216,17 @@ def test_transfer_sync_takes_simulated_time(make: Make, world: SimWorld) -> None
     client.transfer_sync(SERVER, hixl.READ, [_op(local, remote, 4096)])
     config = world.config
     assert world.now() - start == pytest.approx(config.message_rtt_s + 4096 / config.bandwidth_bytes_per_s)
+
+
+def test_registered_memory_that_is_not_mapped_is_refused_and_nothing_moves(make: Make) -> None:
+    """An address the process has not mapped (a made-up device address) can be registered, but a
+    transfer touching it is refused by the address space before any byte moves (``address_space``:
+    raw pointers are read and written only once ``/proc/self/maps`` vouches for them)."""
+    server, client, remote, local = _pair(make)
+    fake = 0x1000_0000_0000 - 0x10000  # below every mapping a test process has
+    assert server.register_mem(hixl.MemDesc(fake, 4096), hixl.MEM_DEVICE)[0] == hixl.SUCCESS
+    client.connect(SERVER)
+    before = local.copy()
+    ops = [_op(local, remote, 16), hixl.TransferOpDesc(local.ctypes.data + 16, fake, 16)]
+    assert client.transfer_sync(SERVER, hixl.READ, ops) == hixl.PARAM_INVALID
+    assert np.array_equal(local, before)
