@@ -346,3 +346,19 @@ def test_a_port_an_llm_datadist_instance_listens_on_is_in_use(make: Make, world:
     with pytest.raises(LLMException, match="already in use") as refused:
         second.init({"ge.exec.deviceId": "0", "llm.listenIpInfo": "127.0.0.1:26004"})
     assert refused.value.status_code == LLMStatusCode.LLM_FAILED
+
+
+def test_an_engine_belongs_to_the_world_current_at_its_construction() -> None:
+    """As an ``LLMDataDist`` does: construction picks the world; initialising later elsewhere does not
+    move it, so two worlds' engines never see each other."""
+    first, second = SimWorld(), SimWorld()
+    with first.activate():
+        server = hixl.Hixl()
+    with second.activate():
+        assert server.initialize(SERVER) == hixl.SUCCESS
+        client = hixl.Hixl()
+        assert client.initialize("127.0.0.1:0") == hixl.SUCCESS
+        assert client.connect(SERVER) == hixl.FAILED
+    assert [e.op for e in first.trace if e.kind == "call"] == ["hixl.initialize"]
+    server.finalize()
+    client.finalize()

@@ -90,8 +90,8 @@ class LeanTransfer:
 
 
 def _pair(world: SimWorld, local: np.ndarray, remote: np.ndarray) -> Tuple[hixl.Hixl, hixl.Hixl]:
-    server, client = hixl.Hixl(), hixl.Hixl()
     with world.activate():
+        server, client = hixl.Hixl(), hixl.Hixl()
         server.initialize(SERVER)
         client.initialize("127.0.0.1:0")
     server.register_mem(hixl.MemDesc(remote.ctypes.data, remote.nbytes), hixl.MEM_DEVICE)

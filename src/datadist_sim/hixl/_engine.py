@@ -154,13 +154,14 @@ def _shown(args: Tuple[Any, ...], kwargs: Optional[Dict[str, Any]]) -> str:
 
 
 class Hixl:
-    """``hixl.Hixl()``: an engine object, not initialised until ``initialize`` succeeds."""
+    """``hixl.Hixl()``: an engine object, not initialised until ``initialize`` succeeds. It belongs to
+    the world that is current when it is constructed, as an ``LLMDataDist`` does."""
 
     __slots__ = ("__weakref__", "_engine", "_world")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         bind("Hixl", (), args, kwargs)
-        self._world: Optional[SimWorld] = None
+        self._world: SimWorld = door.current_world()
         self._engine: Optional[HixlEngine] = None
 
     def __repr__(self) -> str:
@@ -186,8 +187,6 @@ class Hixl:
         """Check initialised (``FAILED``) and the timeout (``PARAM_INVALID``), run ``action`` in the
         world, trace the call; returns ``(code, value)``, ``failed`` as the value on any failure."""
         engine, world = self._engine, self._world
-        if world is None:
-            world = door.current_world()
         world.touch()
         code, value = codes.SUCCESS, failed
         try:
@@ -216,7 +215,7 @@ class Hixl:
         """A repeated call on an initialised object is ``SUCCESS`` and changes nothing
         (``hixl_py.cc:43-46``)."""
         local, options = INITIALIZE.load(self, args, kwargs)
-        world = door.current_world()
+        world = self._world
         world.touch()
         code = codes.SUCCESS
         if self._engine is None:
@@ -227,7 +226,7 @@ class Hixl:
             except SimError as exc:
                 code = _CODES.get(exc.code, codes.FAILED)
             else:
-                self._world, self._engine = world, engine
+                self._engine = engine
         world.record_call(None, "hixl.initialize", _NAMES[code], local, _shown, args, kwargs or None)
         return code
 
@@ -236,9 +235,9 @@ class Hixl:
         again."""
         FINALIZE.load(self, args, kwargs)
         engine, world = self._engine, self._world
-        if engine is None or world is None:
+        if engine is None:
             return
-        self._engine = self._world = None
+        self._engine = None
         world.touch()
         door.hixl_close(world, engine)
         world.record_call(None, "hixl.finalize", "SUCCESS", engine.name, _shown, args, kwargs or None)
