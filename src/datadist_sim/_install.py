@@ -1,4 +1,4 @@
-"""Make ``import llm_datadist`` (and ``llm_datadist_v1``) resolve to the fake, and undo it.
+"""Make ``import llm_datadist`` (and ``llm_datadist_v1``, ``hixl``) resolve to the fake, and undo it.
 
 Aliases go into ``sys.modules`` only; nothing is written to site-packages. A real ``llm_datadist`` that
 is importable here (an Ascend host with CANN) is never shadowed silently: ``install`` refuses unless
@@ -18,7 +18,11 @@ import warnings
 from types import ModuleType
 from typing import Dict, Iterator, Optional
 
-_FACES = {"llm_datadist": "datadist_sim.llm_datadist", "llm_datadist_v1": "datadist_sim.llm_datadist_v1"}
+_FACES = {
+    "llm_datadist": "datadist_sim.llm_datadist",
+    "llm_datadist_v1": "datadist_sim.llm_datadist_v1",
+    "hixl": "datadist_sim.hixl",
+}
 _lock = threading.Lock()
 _saved: Optional[Dict[str, Optional[ModuleType]]] = None
 
@@ -28,7 +32,7 @@ def _is_ours(module: Optional[ModuleType]) -> bool:
 
 
 def _real_package_present() -> Optional[str]:
-    """Where a real ``llm_datadist`` would be imported from, if there is one."""
+    """Where a real ``llm_datadist`` (or ``hixl``) would be imported from, if there is one."""
     for alias in _FACES:
         existing = sys.modules.get(alias)
         if existing is not None and not _is_ours(existing):
@@ -41,7 +45,7 @@ def _real_package_present() -> Optional[str]:
 
 
 def _face_modules() -> Dict[str, ModuleType]:
-    """Every module of both faces, keyed by the name a client imports it under."""
+    """Every module of every face, keyed by the name a client imports it under."""
     found: Dict[str, ModuleType] = {}
     for alias, target in _FACES.items():
         package = importlib.import_module(target)

@@ -122,13 +122,20 @@ def test_bench_perf_command_prints_figures_and_writes_json(
     monkeypatch.setattr(perf, "scaling", lambda quick: [Figure("scale", "stub", 1.0, "µs")])
     monkeypatch.setattr(perf, "paths", lambda quick: [Figure("paths", "stub", 1.0, "µs")])
     monkeypatch.setattr(perf, "cross_process", lambda quick: [Figure("crossproc", "stub", 1.0, "µs")])
+    monkeypatch.setattr(perf, "hixl_perf", lambda quick: [Figure("hixl", "stub", 1.0, "µs")])
     assert main(["perf", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| control | v2 CacheManager: simulated pulls per CPU second |" in out
     assert "| control | v1 KvCacheManager: pull_cache of a 512 B cache by id |" in out
     assert "| data | pull_cache of 16 MiB (bytes checked: True) |" in out
     data = json.loads((tmp_path / "perf.json").read_text())
-    assert [f["group"] for f in data["figures"]] == ["control"] * 8 + ["data", "paths", "scale", "crossproc"]
+    assert [f["group"] for f in data["figures"]] == ["control"] * 8 + [
+        "data",
+        "paths",
+        "scale",
+        "crossproc",
+        "hixl",
+    ]
 
 
 def test_cross_process_figures_time_a_fabric_pull_beside_a_ping_pong_and_a_raw_pointer_copy() -> None:

@@ -1,5 +1,5 @@
-"""The door: the one interface through which the faces (``llm_datadist``, ``llm_datadist_v1``) reach the
-world.
+"""The door: the one interface through which the faces (``llm_datadist``, ``llm_datadist_v1``, ``hixl``)
+reach the world.
 
 A face validates a public call in the real library's order and with its messages, then translates it into
 one typed request here (``CacheSpec``, ``PullRequest``, ``PushRequest``, ``CopyRequest`` ...). From the
@@ -20,7 +20,7 @@ from typing import List, NamedTuple, Sequence, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import transfer
+from datadist_sim._world import hixl_engines, hixl_transfers, transfer
 from datadist_sim._world.address_space import AddressSpace as AddressSpace
 from datadist_sim._world.address_space import is_simulated as is_simulated
 from datadist_sim._world.call_faults import meet_door_faults as meet_door_faults
@@ -34,6 +34,11 @@ from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.current import reset_default_world as reset_default_world
 from datadist_sim._world.errors import SimError as SimError
+from datadist_sim._world.hixl_engines import EngineKind as EngineKind
+from datadist_sim._world.hixl_engines import EngineSettings as EngineSettings
+from datadist_sim._world.hixl_engines import HixlEngine as HixlEngine
+from datadist_sim._world.hixl_engines import OpState as OpState
+from datadist_sim._world.hixl_pool import ConnectState as ConnectState
 from datadist_sim._world.keys import INVALID_ID as INVALID_ID
 from datadist_sim._world.keys import Key as Key
 from datadist_sim._world.links import LinkRequest as LinkRequest
@@ -205,3 +210,22 @@ def swap_blocks(world: SimWorld, request: SwapRequest) -> None:
             for s, d in request.pairs
         ]
     )
+
+
+# -- hixl engines (the ``hixl`` face) ------------------------------------------------------------------
+
+hixl_close = hixl_engines.close_engine
+hixl_connect = hixl_engines.connect
+hixl_connect_async = hixl_engines.connect_async
+hixl_connect_status = hixl_engines.connect_status
+hixl_connect_statuses = hixl_engines.connect_statuses
+hixl_deregister = hixl_engines.deregister
+hixl_disconnect = hixl_engines.disconnect
+hixl_drain_notifies = hixl_engines.drain_notifies
+hixl_notify = hixl_engines.notify
+hixl_open = hixl_engines.open_engine
+hixl_register = hixl_engines.register
+hixl_transfer = hixl_transfers.transfer
+hixl_transfer_poll = hixl_transfers.transfer_poll
+hixl_transfer_poll_all = hixl_transfers.transfer_poll_all
+hixl_transfer_start = hixl_transfers.transfer_start

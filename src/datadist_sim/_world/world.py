@@ -17,6 +17,7 @@ from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSetting
 from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.hixl_engines import HixlEngines
 from datadist_sim._world.trace import Trace, TraceEvent
 from datadist_sim.faults.plan import FaultPlan
 
@@ -68,6 +69,8 @@ class SimWorld:
         self.memory = AddressSpace(backed=not self.config.metadata_only)
         self.memory.on_join = self._forget_views
         self.caches: Dict[int, NodeCaches] = {}
+        self.hixl = HixlEngines()
+        """The engines of the ``hixl`` API (``hixl_engines``): they are not clusters."""
         self.killed: Set[int] = set()
         """Clusters a fault rule killed (until one with the same id is initialised again)."""
         self.faults = FaultPlan(self, seed)
@@ -140,7 +143,7 @@ class SimWorld:
     # -- listeners ------------------------------------------------------------------------------
 
     def _open_listeners(self, node: ClusterNode, endpoints: List[Endpoint]) -> None:
-        busy = [ep for ep in endpoints if ep in self._listeners]
+        busy = [ep for ep in endpoints if ep in self._listeners or ep in self.hixl.listeners]
         if busy or len(set(endpoints)) != len(endpoints):
             shown = busy[0] if busy else endpoints[0]
             raise SimError(

@@ -28,6 +28,7 @@ import numpy as np
 
 from datadist_sim._views import tensor_views
 from datadist_sim.bench.perf_fabric import cross_process
+from datadist_sim.bench.perf_hixl import hixl_perf
 from datadist_sim.bench.perf_lean import LeanPull, validate_plain
 from datadist_sim.bench.perf_paths import paths
 from datadist_sim.bench.perf_scale import scaling
@@ -150,6 +151,7 @@ def main(quick: bool = False, out: Path = Path("bench-results")) -> int:
     figures += paths(quick)
     figures += scaling(quick)
     figures += cross_process(quick)
+    figures += hixl_perf(quick)
     print(table(figures))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "perf.json"

@@ -2,9 +2,8 @@
 ``src/python/hixl_py/hixl/__init__.py``), on datadist-sim's world.
 
 Like the real package, it re-exports its names from the module ``hixl.hixl``; ``__all__`` keeps the
-vendor's order (``__init__.py:60-105``) for the names present. The engine class ``Hixl`` and
-``get_capability`` are not here yet (they act on the world); ``datadist_sim.install()`` does not alias
-this package yet. The real behaviour the face follows is in docs/hixl_engine_facts.md.
+vendor's order (``__init__.py:60-105``). ``datadist_sim.install()`` aliases this package as ``hixl``
+(and ``hixl.hixl``). The real behaviour the face follows is in docs/hixl_engine_facts.md.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from datadist_sim.hixl.hixl import (
     AsyncConnectStatus,
     FeatureType,
     GetTransferStatusArgs,
+    Hixl,
     MemDesc,
     MemType,
     NotifyDesc,
@@ -52,6 +52,7 @@ from datadist_sim.hixl.hixl import (
     TransferOpDesc,
     TransferResult,
     TransferStatus,
+    get_capability,
 )
 
 __all__ = [
@@ -97,4 +98,6 @@ __all__ = [
     "GetTransferStatusArgs",
     "TransferResult",
     "NotifyDesc",
+    "Hixl",
+    "get_capability",
 ]

@@ -10,6 +10,7 @@ text follows v2.13.6; docs/hixl_engine_facts.md, section 2.
 
 from __future__ import annotations
 
+import collections.abc
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -159,14 +160,17 @@ def setter_error(type_name: str, arg_type: str, owner: object, value: object) ->
     )
 
 
-def bind(
-    type_name: str, params: Sequence[Param], args: Tuple[object, ...], kwargs: Dict[str, object]
-) -> List[Any]:
-    """The converted arguments of a constructor call, as pybind matches them: positionally, then by
-    keyword; a surplus, unknown, repeated or missing argument, or one the caster refuses, fails the
-    whole call with one ``TypeError`` naming the signature."""
-    if len(args) > len(params):
-        raise constructor_error(type_name, params, args, kwargs)
+def _match(
+    params: Sequence[Param], args: Tuple[object, ...], kwargs: Dict[str, object]
+) -> Optional[List[Any]]:
+    """The converted arguments as pybind matches them: positionally, then by keyword; None when a
+    surplus, unknown, repeated or missing argument, or one a caster refuses, fails the call. A function
+    bound without ``py::arg`` names (parameters ``arg0``...) takes no keyword at all."""
+    if not kwargs and len(args) == len(params):  # the common call: every argument by position
+        direct = [param.load(value) for param, value in zip(params, args)]
+        return None if None in direct else direct
+    if len(args) > len(params) or (kwargs and params and params[0].name == "arg0"):
+        return None
     values: List[Any] = list(args)
     used = 0
     for param in params[len(args) :]:
@@ -176,15 +180,77 @@ def bind(
         elif param.default is not _MISSING:
             values.append(param.default)
         else:
-            raise constructor_error(type_name, params, args, kwargs)
+            return None
     if used != len(kwargs):  # a keyword naming nothing, or one already given positionally
-        raise constructor_error(type_name, params, args, kwargs)
+        return None
     loaded: List[Any] = []
     for param, value in zip(params, values):
         converted = param.load(value)
         if converted is None:
-            raise constructor_error(type_name, params, args, kwargs)
+            return None
         loaded.append(converted)
+    return loaded
+
+
+def bind(
+    type_name: str, params: Sequence[Param], args: Tuple[object, ...], kwargs: Dict[str, object]
+) -> List[Any]:
+    """The converted arguments of a constructor call; one ``TypeError`` naming the signature if pybind
+    would refuse the call."""
+    loaded = _match(params, args, kwargs)
+    if loaded is None:
+        raise constructor_error(type_name, params, args, kwargs)
+    return loaded
+
+
+@dataclass(frozen=True)
+class Method:
+    """A bound function: its name, parameters and return type as pybind prints them; ``owner`` is the
+    class of a method (``self`` is shown first), empty for a module function."""
+
+    name: str
+    params: Tuple[Param, ...]
+    returns: str
+    owner: str = ""
+
+    def load(self, this: object, args: Tuple[object, ...], kwargs: Dict[str, object]) -> List[Any]:
+        """The converted arguments, or pybind's ``TypeError`` (``pybind11.h:1044-1115``)."""
+        loaded = _match(self.params, args, kwargs)
+        if loaded is None:
+            shown = ([f"self: {MODULE}.{self.owner}"] if self.owner else []) + [_signature(self.params)]
+            signature = ", ".join(part for part in shown if part)
+            invoked = _invoked_with(((this,) if self.owner else ()) + args, kwargs)
+            raise TypeError(
+                f"{self.name}(): incompatible function arguments. The following argument types are "
+                f"supported:\n    1. ({signature}) -> {self.returns}\n\nInvoked with: {invoked}"
+            )
+        return loaded
+
+
+def sequence_of(kind: type) -> Callable[[object], Optional[List[Any]]]:
+    """``std::vector<T>``'s caster: any sequence but ``str``/``bytes``, every item a ``kind``."""
+
+    def load(value: object) -> Optional[List[Any]]:
+        if type(value) is list:  # the common case, without the abstract-class check
+            return list(value) if all(isinstance(item, kind) for item in value) else None
+        if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, collections.abc.Sequence):
+            return None
+        items = list(value)
+        return items if all(isinstance(item, kind) for item in items) else None
+
+    return load
+
+
+def text_map(value: object) -> Optional[Dict[bytes, bytes]]:
+    """``std::map<std::string, std::string>``'s caster: a ``dict`` only, every key and value text."""
+    if not isinstance(value, dict):
+        return None
+    loaded: Dict[bytes, bytes] = {}
+    for key, item in value.items():
+        k, v = text(key), text(item)
+        if k is None or v is None:
+            return None
+        loaded[k] = v
     return loaded
 
 

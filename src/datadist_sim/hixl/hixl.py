@@ -1,7 +1,7 @@
 """The module ``hixl.hixl``: in the real package the compiled pybind11 module every public name comes from
-(hixl ``src/python/hixl_py/hixl_py.cc:360-365``). Here it gathers the constants, enums and data classes;
-the engine class ``Hixl`` and ``get_capability`` are not here yet: they act on the simulated world and
-come with it (docs/hixl_engine_facts.md, section 8).
+(hixl ``src/python/hixl_py/hixl_py.cc:360-365``). Here it gathers the constants, enums and data
+classes, the engine class ``Hixl`` and ``get_capability`` (``_engine``, which acts on the simulated world
+through the door).
 
 As ``export_values()`` does in the binding, the members of ``MemType``, ``TransferOp``,
 ``AsyncConnectStatus`` and ``FeatureType`` are also module attributes; those of ``TransferStatus`` are
@@ -30,6 +30,7 @@ from datadist_sim.hixl._codes import (
     TIMEOUT,
     UNSUPPORTED,
 )
+from datadist_sim.hixl._engine import Hixl, get_capability
 from datadist_sim.hixl._enum import AsyncConnectStatus, FeatureType, MemType, TransferOp, TransferStatus
 from datadist_sim.hixl._types import (
     GetTransferStatusArgs,
@@ -97,4 +98,6 @@ __all__ = [
     "TransferOpDesc",
     "TransferResult",
     "TransferStatus",
+    "Hixl",
+    "get_capability",
 ]

@@ -1,0 +1,223 @@
+"""hixl transfers: ``transfer_sync``, ``transfer_async`` and the status of its requests, between the
+engines of ``hixl_engines`` (which describes what an engine holds).
+
+Every descriptor is checked against both engines' registrations (``hixl_cs``: ``hixl_mem_store.cc:
+259-279``) and then resolved through the world's address space (simulated memory, or raw pointers
+``/proc/self/maps`` vouches for) before the first byte moves, so a refused transfer writes nothing. The
+open-source ``comm`` engine checks no registration (ranges outside registered memory go through its
+staging buffers, ``adxl_inner_engine.cc:379-406``); here it is held to the same rule, since in one
+simulated process an unregistered address may be anyone's memory. An asynchronous transfer's bytes move
+when it is submitted; its status says ``WAITING`` until its modelled end (one round trip plus the bytes
+at the link's bandwidth).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+
+from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.errors import SimError
+from datadist_sim._world.hixl_engines import (
+    AUTO_CONNECT_ASYNC_S,
+    U64,
+    Desc,
+    EngineKind,
+    HixlEngine,
+    OpState,
+    Region,
+    Request,
+    connect_now,
+    drop_connection,
+    live,
+    poll_wait,
+)
+
+if TYPE_CHECKING:
+    from datadist_sim._world.world import SimWorld
+
+_P = LLMStatusCode.LLM_PARAM_INVALID
+_F = LLMStatusCode.LLM_FAILED
+
+
+def _peer_for_transfer(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float) -> HixlEngine:
+    """The connection a transfer uses. With ``AutoConnect`` the engine connects first: ``comm`` ignores
+    the connect's result and answers ``NOT_CONNECTED`` if still unconnected (``adxl_inner_engine.cc:
+    486-491``), ``hixl_cs`` returns the connect's own code (``hixl_engine.cc:199-201, 383-413``)."""
+    peer = engine.peers.get(remote)
+    if peer is None and engine.settings.auto_connect:
+        try:
+            connect_now(world, engine, remote, timeout_s)
+        except SimError:
+            if engine.settings.kind is EngineKind.HIXL_CS:
+                raise
+        peer = engine.peers.get(remote)
+    if peer is None:  # adxl_inner_engine.cc:489-491; hixl_engine.cc:383-391
+        raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"not connected to {remote}")
+    return peer
+
+
+def _inside(regions: Dict[int, Region], addr: int, nbytes: int) -> bool:
+    """Whether the range lies in registered memory; adjacent registrations count as one
+    (``hixl_mem_store.cc:171, 176-217``)."""
+    end = addr + nbytes
+    for region in regions.values():
+        if region.addr <= addr and end <= region.addr + region.nbytes:
+            return True
+    spans = sorted((r.addr, r.addr + r.nbytes) for r in regions.values())
+    cursor = addr
+    for low, high in spans:
+        if low <= cursor < high:
+            cursor = high
+            if cursor >= end:
+                return True
+    return False
+
+
+def _plan(engine: HixlEngine, peer: HixlEngine, write: bool, descs: Sequence[Desc]) -> List[Desc]:
+    """The ``(dst, src, len)`` copies of a descriptor list, once every range is checked: ``len > 0``,
+    the local range in this engine's registered memory, the remote one in the peer's
+    (``hixl_mem_store.cc:259-279``). A READ writes only local ranges, a WRITE only remote ones."""
+    if not engine.alive or not peer.alive:
+        raise SimError(_F, f"the engine at {peer.name} is gone")
+    copies = []
+    for index, (local, remote, nbytes) in enumerate(descs):
+        if nbytes == 0 or local + nbytes > U64 or remote + nbytes > U64:
+            raise SimError(_P, f"op_descs[{index}]: len {nbytes} is 0 or overflows")
+        if not _inside(engine.regions, local, nbytes):
+            raise SimError(_P, f"op_descs[{index}]: local [{local:#x}, +{nbytes}) is not registered memory")
+        if not _inside(peer.regions, remote, nbytes):
+            raise SimError(
+                _P, f"op_descs[{index}]: remote [{remote:#x}, +{nbytes}) is not memory {peer.name} registered"
+            )
+        copies.append((remote, local, nbytes) if write else (local, remote, nbytes))
+    return copies
+
+
+def _checked(engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc]) -> List[Desc]:
+    """The copies, once every descriptor checks out. With ``AutoConnect`` any failure from here on
+    drops the connection, so the next call connects again (``hixl_engine.cc:205-210``;
+    ``adxl_inner_engine.cc:408-415``)."""
+    try:
+        if engine.settings.kind is EngineKind.HIXL_CS and not descs:  # hixl_client.cc:173
+            raise SimError(_P, "op_descs is empty")
+        return _plan(engine, engine.peers[remote], write, descs)
+    except SimError:
+        if engine.settings.auto_connect:
+            drop_connection(engine, remote)
+        raise
+
+
+def _copy(world: SimWorld, engine: HixlEngine, remote: str, copies: List[Desc]) -> None:
+    """Move the bytes, all or nothing (``AddressSpace.copy_ranges``); memory the address space cannot
+    vouch for is refused as it refuses it, a poisoned range is ``FAILED``."""
+    try:
+        world.space_copy(copies)
+    except SimError as exc:
+        if engine.settings.auto_connect:
+            drop_connection(engine, remote)
+        if exc.code is LLMStatusCode.LLM_PARAM_INVALID:
+            raise
+        raise SimError(_F, exc.message) from None
+
+
+def _duration(world: SimWorld, copies: List[Desc]) -> float:
+    """One round trip plus the bytes at the link's bandwidth."""
+    total = sum(nbytes for _, _, nbytes in copies)
+    return world.config.message_rtt_s + total / world.config.bandwidth_bytes_per_s
+
+
+def _check_empty(engine: HixlEngine, descs: Sequence[Desc]) -> None:
+    if engine.settings.kind is EngineKind.COMM and not descs:  # comm_engine.cc:60, before the connection
+        raise SimError(_P, "op_descs is empty")
+
+
+def transfer(
+    world: SimWorld, engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc], timeout_s: float
+) -> None:
+    """``transfer_sync``. One that would outlast its timeout moves nothing and answers ``TIMEOUT`` at
+    the deadline (``hixl_cs_client.cc:964-970``)."""
+    with world.lock:
+        live(world, engine)
+        _check_empty(engine, descs)
+        _peer_for_transfer(world, engine, remote, timeout_s)
+        copies = _checked(engine, remote, write, descs)
+        duration = _duration(world, copies)
+        if duration > timeout_s:
+            if engine.settings.auto_connect:
+                drop_connection(engine, remote)
+            world.elapse(timeout_s)
+            raise SimError(
+                LLMStatusCode.LLM_TIMEOUT, f"transfer of {len(copies)} ranges outlasts {timeout_s} s"
+            )
+        _copy(world, engine, remote, copies)
+        world.elapse(duration)
+
+
+def transfer_start(
+    world: SimWorld, engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc], user_data: int
+) -> int:
+    """``transfer_async``: a request numbered from 1 (``adxl_inner_engine.cc:527-528``), recorded with
+    its ``user_data`` (``client_manager.cc:126-134``)."""
+    with world.lock:
+        live(world, engine)
+        _check_empty(engine, descs)
+        _peer_for_transfer(world, engine, remote, AUTO_CONNECT_ASYNC_S)
+        copies = _checked(engine, remote, write, descs)
+        _copy(world, engine, remote, copies)
+        duration = _duration(world, copies)
+        req = engine.next_req
+        engine.next_req += 1
+        engine.requests[req] = Request(remote, user_data, world.now() + duration)
+        return req
+
+
+def _state(world: SimWorld, engine: HixlEngine, req: int, request: Request) -> OpState:
+    """A request's state now; one that is no longer ``WAITING`` is forgotten: it reports its end once
+    (``hixl_engine.cc:257-259``; ``adxl_inner_engine.cc:585-595``)."""
+    if world.now() < request.done_at:
+        return OpState.WAITING
+    del engine.requests[req]
+    return OpState.COMPLETED
+
+
+def transfer_poll(world: SimWorld, engine: HixlEngine, req: int) -> OpState:
+    with world.lock:
+        live(world, engine)
+        request = engine.requests.get(req)
+        if request is None:  # hixl_engine.cc:241-247; adxl_inner_engine.cc:557-562
+            raise SimError(_P, f"request {req:#x} is unknown or already reported")
+        if request.remote not in engine.peers:  # comm: adxl_inner_engine.cc:563-572
+            del engine.requests[req]
+            raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"the connection of request {req:#x} is gone")
+        state = _state(world, engine, req, request)
+        if state is OpState.WAITING:
+            poll_wait(world, request.done_at)
+        return state
+
+
+def transfer_poll_all(
+    world: SimWorld, engine: HixlEngine, max_count: int, skip_waiting: bool
+) -> List[Tuple[int, int, OpState]]:
+    """``get_all_transfer_status`` of ``hixl_cs`` (``hixl_engine.cc:263-309``); ``comm`` has none
+    (``comm_engine.cc:90-94``). Requests are walked in submission order and the walk stops once
+    ``max_count`` results are held; with ``skip_waiting`` a waiting one is left out and stays."""
+    with world.lock:
+        live(world, engine)
+        if engine.settings.kind is EngineKind.COMM:
+            raise SimError(
+                LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "the comm engine has no get_all_transfer_status"
+            )
+        results: List[Tuple[int, int, OpState]] = []
+        waiting: List[float] = []
+        for req, request in list(engine.requests.items()):
+            if len(results) >= max_count:
+                break
+            state = _state(world, engine, req, request)
+            if state is OpState.WAITING:
+                waiting.append(request.done_at)
+                if skip_waiting:
+                    continue
+            results.append((req, request.user_data, state))
+        if waiting:
+            poll_wait(world, min(waiting))
+        return results
