@@ -86,7 +86,7 @@ def test_argument_codes_are_not_fault_codes() -> None:
 def test_check_code_names_the_codes_an_operation_can_give() -> None:
     with pytest.raises(ValueError, match="allocate_cache cannot give LLM_TIMEOUT in any mode") as err:
         ec.check_code("allocate_cache", C.LLM_TIMEOUT)
-    assert "v2: LLM_OUT_OF_MEMORY" in str(err.value)
+    assert "LLM_FEATURE_NOT_ENABLED, LLM_FAILED, LLM_PARAM_INVALID (v2, hixl)" in str(err.value)
     ec.check_code("pull_cache", C.LLM_LINK_BUSY)  # v1 gives it
     wanted = "pull_cache cannot give LLM_LINK_BUSY in v2 mode; it gives LLM_TIMEOUT"
     with pytest.raises(ValueError, match=wanted):

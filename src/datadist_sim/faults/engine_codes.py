@@ -40,6 +40,7 @@ __all__ = [
     "OPS",
     "check_code",
     "codes_for",
+    "describe",
     "fault_codes",
     "mode_of",
     "modes",
@@ -145,7 +146,15 @@ _V2_PUSH = _r(
     "LLM_TIMEOUT; comm_entity.cc:536-556 stream sync as for a pull",
 )
 _V2_TASK = _r(
-    (_C.LLM_TIMEOUT, _C.LLM_NOT_YET_LINK, _C.LLM_KV_CACHE_NOT_EXIST, FAILED, PARAM),
+    (
+        _C.LLM_TIMEOUT,
+        _C.LLM_NOT_YET_LINK,
+        _C.LLM_KV_CACHE_NOT_EXIST,
+        _C.LLM_SUSPECT_REMOTE_ERROR,
+        _C.LLM_DEVICE_MEM_ERROR,
+        FAILED,
+        PARAM,
+    ),
     timeout=_C.LLM_TIMEOUT,
     source="v2/llm_utils.py:250-273 (a task not done in time is LLM_TIMEOUT, else the first failed "
     "result), :178 a bad config LLM_PARAM_INVALID; data_cache_engine.cc:453-470",
@@ -181,16 +190,18 @@ _KV_TRANSFER = _r(
 )
 _KV_TASK = _r(
     (
-        _C.LLM_TIMEOUT,
         _C.LLM_WAIT_PROCESS_TIMEOUT,
         _C.LLM_KV_CACHE_NOT_EXIST,
         _C.LLM_NOT_YET_LINK,
+        _C.LLM_SUSPECT_REMOTE_ERROR,
+        _C.LLM_DEVICE_MEM_ERROR,
         FAILED,
         PARAM,
     ),
-    timeout=_C.LLM_TIMEOUT,
-    source="GE llm_datadist_v1/llm_utils.py:403-439 (a task not done in time is LLM_TIMEOUT, else the "
-    "first failed result); the transfer's own codes as for pull_cache",
+    timeout=_C.LLM_WAIT_PROCESS_TIMEOUT,
+    source="GE kv_cache_manager.py:633-657 (the task's wait gives LLM_WAIT_PROCESS_TIMEOUT while the "
+    "transfer runs; llm_utils.py:403-439 else the first failed result); the transfer's own codes as for "
+    "pull_cache",
 )
 _KV_ALLOC = _r(
     (_C.LLM_DEVICE_OUT_OF_MEMORY, _C.LLM_WAIT_PROCESS_TIMEOUT, FAILED, PARAM),
@@ -528,8 +539,21 @@ def modes_giving(op: str, code: LLMStatusCode) -> Tuple[EngineMode, ...]:
 
 
 def _listing(op: str, mode: EngineMode) -> str:
-    codes = row(op, mode).codes if (op, mode) in _TABLE else ()
-    return ", ".join(code.name for code in codes) or "no code"
+    found = _TABLE.get((op, mode))
+    return ", ".join(code.name for code in found.codes) if found is not None and found.codes else "no code"
+
+
+def describe(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> str:
+    """The codes ``op`` can give, per mode, modes with the same codes together:
+    ``LLM_OUT_OF_MEMORY, ... (v2, hixl); LLM_DEVICE_OUT_OF_MEMORY, ... (v2-kv, v1)``."""
+    groups: Dict[str, list[str]] = {}
+    for mode in modes_ if modes_ is not None else EngineMode:
+        m = to_mode(mode)
+        groups.setdefault(_listing(op, m), []).append(m.value)
+    return "; ".join(f"{codes} ({', '.join(names)})" for codes, names in groups.items())
+
+
+OUTSIDE = "any_code=True injects it anyway, outside the engine's behaviour"
 
 
 def impossible(op: str, code: LLMStatusCode, mode: Union[EngineMode, str]) -> Optional[str]:
@@ -542,19 +566,15 @@ def impossible(op: str, code: LLMStatusCode, mode: Union[EngineMode, str]) -> Op
 
 def check_code(op: str, code: LLMStatusCode, mode: Optional[Union[EngineMode, str]] = None) -> None:
     """ValueError unless ``op`` can give ``code`` in ``mode`` (in some mode, when ``mode`` is None); the
-    message names the codes the operation can give, per mode."""
+    message names the codes the operation can give."""
     if mode is not None:
         reason = impossible(op, code, mode)
         if reason is not None:
-            raise ValueError(reason + " (any_code=True injects it anyway, outside the engine's behaviour)")
+            raise ValueError(f"{reason} ({OUTSIDE})")
         return
     if op not in OPS or modes_giving(op, code):
         return
-    per_mode = "; ".join(f"{m.value}: {_listing(op, m)}" for m in EngineMode)
-    raise ValueError(
-        f"{op} cannot give {code.name} in any mode ({per_mode}); any_code=True injects it anyway, "
-        "outside the engine's behaviour"
-    )
+    raise ValueError(f"{op} cannot give {code.name} in any mode; it gives {describe(op)} ({OUTSIDE})")
 
 
 def union(ops: Iterable[str], modes_: Iterable[Union[EngineMode, str]]) -> FrozenSet[LLMStatusCode]:
