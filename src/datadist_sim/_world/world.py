@@ -99,7 +99,9 @@ class SimWorld:
             self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
             self.killed.discard(cluster_id)
-            self.record(cluster_id, "node.init", "ok", f"{role.value} {mode.value}", kind="event")
+            # The detail says the engine mode (``faults.engine_codes.trace_modes`` reads it back).
+            backend = " hixl" if node.hixl else ""
+            self.record(cluster_id, "node.init", "ok", f"{role.value} {mode.value}{backend}", kind="event")
             return node
 
     def remove_node(self, node: ClusterNode, *, quiet: bool = False) -> None:

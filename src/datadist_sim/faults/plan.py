@@ -30,7 +30,7 @@ from datadist_sim.faults.rules import (
     refusal,
 )
 
-__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired"]
+__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "unfired_notes"]
 
 
 class PoisonHooks(Protocol):
@@ -401,3 +401,13 @@ def never_fired(plan: FaultPlan) -> List[Fault]:
     describe (a window the run never reached, an ``op`` the client never calls, a cluster id that is
     not in the run), and its summary says so."""
     return [rule for rule in plan.rules if plan.fired(rule) == 0]
+
+
+def unfired_notes(plan: FaultPlan) -> List[str]:
+    """Each rule that never fired, as its repr, with why it did not where the plan knows: the callers
+    it matched run a mode whose engine cannot give its code."""
+    notes = []
+    for rule in never_fired(plan):
+        refused = plan.refused(rule)
+        notes.append(repr(rule) + (f" (refused: {'; '.join(refused)})" if refused else ""))
+    return notes
