@@ -172,3 +172,29 @@ def test_explores_baseline_draws_codes_from_each_clusters_mode() -> None:
     assert second["code"] == "LLM_DEVICE_OUT_OF_MEMORY"  # GE udf cache_manager.cpp:68
     assert list(at_call("timeout", baseline.calls[0], baseline)) == []  # no timeout in v2
     assert [r["action"] for r in at_call("timeout", baseline.calls[1], baseline)] == ["timeout"]
+
+
+# -- the README's fault table says the code each mode gives ---------------------------------------------
+
+
+def _readme_row(action: str) -> list:  # type: ignore[type-arg]
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith(f"| `{action}("))
+    return [cell.strip() for cell in row.strip("|").split("|")]
+
+
+@pytest.mark.parametrize(("fault", "column"), [("hang", 2), ("partition", 2), ("hang", 3), ("partition", 3)])
+def test_the_readme_says_what_a_link_set_up_gives_under_each_fault_in_each_mode(
+    world: SimWorld, fault: str, column: int
+) -> None:
+    from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
+
+    _, d = pair(link=False, v2=column == 2)
+    world.faults.add(Fault.hang(P_ID) if fault == "hang" else Fault.partition(P_ID, D_ID))
+    ret, rets = d.link_clusters([info(P_ID, 26000, remote_ip=PROMPT_IP, local_ip=DECODE_IP)], 2000)
+    cell = _readme_row(fault)[column]
+    link_part = cell.split(";")[0]
+    assert ret.name in link_part
+    assert rets[0].name in link_part
