@@ -34,8 +34,8 @@ except ImportError as exc:  # pragma: no cover - exercised only where hypothesis
     ) from exc
 
 from datadist_sim.faults import engine_codes
+from datadist_sim.faults.actions import ACTION_TABLE, ACTIONS, WORLD_ACTIONS, applies_to
 from datadist_sim.faults.files import rule_from_spec
-from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS, WORLD_ACTIONS
 
 __all__ = ["fault_rules", "rule_specs", "schedules"]
 
@@ -69,14 +69,11 @@ def rule_specs(
 ) -> Dict[str, object]:
     """One rule as a scenario-file table (``[[rules]]``): plain data, printable as TOML."""
     # A kind with no operation that can give its outcome in these modes is not drawn.
-    usable = {
-        "fail": [op for op in ops if _codes(op, modes)],
-        "timeout": [op for op in ops if _times_out(op, modes)],
-        "cut_link": [op for op in ops if op in TRANSFER_OPS] or list(ops),
-        "poison": [op for op in ops if op in TRANSFER_OPS] or list(ops),
-    }
-    kind = draw(st.sampled_from([k for k in kinds if usable.get(k, ops)] or ["delay"]))
-    op = draw(st.sampled_from(list(usable.get(kind, ops))))
+    usable = {kind: [op for op in ops if applies_to(kind, op)] or list(ops) for kind in ACTION_TABLE}
+    usable["fail"] = [op for op in ops if _codes(op, modes)]
+    usable["timeout"] = [op for op in ops if _times_out(op, modes)]
+    kind = draw(st.sampled_from([k for k in kinds if usable[k]] or ["delay"]))
+    op = draw(st.sampled_from(usable[kind]))
     spec: Dict[str, object] = {"action": kind, "op": op}
     cluster = draw(st.sampled_from(list(clusters)))
     if kind in WORLD_ACTIONS:

@@ -16,8 +16,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim.faults import engine_codes
+from datadist_sim.faults.actions import ACTIONS, CALL_ACTIONS, TRANSFER_OPS, WORLD_ACTIONS, applies_to
 from datadist_sim.faults.files import rule_from_spec
-from datadist_sim.faults.rules import ACTIONS, CALL_ACTIONS, TRANSFER_OPS, WORLD_ACTIONS
 
 Spec = Dict[str, object]
 Schedule = List[Spec]
@@ -126,8 +126,8 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
     elif kind == "timeout":
         if can_time_out(site.op, mode):
             yield {"action": "timeout", "landed": False, **where}
-    elif kind in ("cut_link", "poison"):
-        if site.op in TRANSFER_OPS:
+    elif kind in CALL_KINDS:  # cut_link, poison: inside transfers only
+        if applies_to(kind, site.op):
             yield {"action": kind, **where}
     elif kind in ("cap_pool", "exhaust_pool") and site.cluster is not None:
         extra: Spec = {"nbytes": 0} if kind == "cap_pool" else {}
@@ -185,8 +185,7 @@ def swarm(rng: random.Random, baseline: Baseline, kinds: Sequence[str], max_rule
 def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     horizon = max(2.0 * baseline.sim_time, 0.01)
     sites = baseline.calls or [CallSite("pull_cache", None, 1)]
-    if kind in ("cut_link", "poison"):
-        sites = [s for s in sites if s.op in TRANSFER_OPS] or sites
+    sites = [s for s in sites if applies_to(kind, s.op)] or sites
     site = rng.choice(sites)
     spec: Spec = {"action": kind}
     if kind in WORLD_KINDS or (kind == "cut_link" and rng.random() < 0.3):
