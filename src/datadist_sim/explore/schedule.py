@@ -185,7 +185,7 @@ def swarm(rng: random.Random, baseline: Baseline, kinds: Sequence[str], max_rule
 def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     horizon = max(2.0 * baseline.sim_time, 0.01)
     sites = baseline.calls or [CallSite("pull_cache", None, 1)]
-    sites = [s for s in sites if applies_to(kind, s.op)] or sites
+    sites = [s for s in sites if _usable(kind, s, baseline)] or sites
     site = rng.choice(sites)
     spec: Spec = {"action": kind}
     if kind in WORLD_KINDS or (kind == "cut_link" and rng.random() < 0.3):
@@ -214,6 +214,15 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
         spec["start_s"] = round(start, 6)
         spec["end_s"] = round(start + rng.uniform(0.0, horizon), 6)
     return spec
+
+
+def _usable(kind: str, site: CallSite, baseline: Baseline) -> bool:
+    """Whether a rule of ``kind`` at ``site`` can act as the engine would (``faults.engine_codes``)."""
+    if kind == "fail":
+        return bool(codes_for(site.op, baseline.mode_of(site.cluster)))
+    if kind == "timeout":
+        return can_time_out(site.op, baseline.mode_of(site.cluster))
+    return applies_to(kind, site.op)
 
 
 def _trigger(rng: random.Random, site: CallSite, baseline: Baseline) -> Spec:
