@@ -82,7 +82,7 @@ def rule_specs(
             spec["remote"] = draw(st.sampled_from([c for c in clusters if c != cluster] or list(clusters)))
         if kind == "cap_pool":
             spec["nbytes"] = draw(st.sampled_from([0, 1 << 16, 1 << 20]))
-        if kind != "kill":
+        if ACTION_TABLE[kind].heals:
             spec["heal_after_s"] = draw(st.floats(0.001, horizon_s))
     elif draw(st.booleans()):
         spec["cluster"] = cluster

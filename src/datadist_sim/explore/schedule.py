@@ -16,7 +16,14 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim.faults import engine_codes
-from datadist_sim.faults.actions import ACTIONS, CALL_ACTIONS, TRANSFER_OPS, WORLD_ACTIONS, applies_to
+from datadist_sim.faults.actions import (
+    ACTION_TABLE,
+    ACTIONS,
+    CALL_ACTIONS,
+    TRANSFER_OPS,
+    WORLD_ACTIONS,
+    applies_to,
+)
 from datadist_sim.faults.files import rule_from_spec
 
 Spec = Dict[str, object]
@@ -141,7 +148,7 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
                 if site.cluster is None or site.cluster == other:
                     continue
                 rule = {**rule, "cluster": site.cluster, "remote": other}
-            if kind != "kill":
+            if ACTION_TABLE[kind].heals:
                 rule["heal_after_s"] = 30.0
             yield rule
 
@@ -194,7 +201,7 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
             spec["start_s"] = round(rng.uniform(0.0, horizon), 6)
         else:
             spec.update(op=site.op, **_trigger(rng, site, baseline))
-        if kind != "kill" and rng.random() < 0.7:
+        if ACTION_TABLE[kind].heals and rng.random() < 0.7:
             spec["heal_after_s"] = round(rng.uniform(0.001, 10.0 * horizon + 1.0), 6)
         return spec
     spec["op"] = site.op
