@@ -357,8 +357,9 @@ _SPECS: Dict[str, Dict[str, _Spec]] = {
     },
     "unlink": {
         "v2": _r(
-            (_C.LLM_UNLINK_FAILED, PARAM),
-            source="comm_link_manager.cc:140-160, 347 (LLM_UNLINK_FAILED), :392 (an unknown comm id)",
+            (_C.LLM_UNLINK_FAILED, _C.LLM_NOT_YET_LINK, PARAM),
+            source="comm_link_manager.cc:140-160, 347 (LLM_UNLINK_FAILED), :392 (an unknown comm id "
+            "LLM_NOT_YET_LINK)",
         ),
         "hixl": _r(
             (_C.LLM_FEATURE_NOT_ENABLED, PARAM),
