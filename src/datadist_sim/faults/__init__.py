@@ -8,6 +8,10 @@ from datadist_sim.faults.actions import ACTION_TABLE as ACTION_TABLE
 from datadist_sim.faults.actions import Action as Action
 from datadist_sim.faults.checks import API_OPS as API_OPS
 from datadist_sim.faults.effects import Effect as Effect
+from datadist_sim.faults.engine_codes import EngineMode as EngineMode
+from datadist_sim.faults.engine_codes import codes_for as codes_for
+from datadist_sim.faults.engine_codes import fault_codes as fault_codes
+from datadist_sim.faults.engine_codes import timeout_code as timeout_code
 from datadist_sim.faults.files import Scenario as Scenario
 from datadist_sim.faults.files import Workload as Workload
 from datadist_sim.faults.plan import Call as Call
