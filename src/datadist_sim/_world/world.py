@@ -18,7 +18,8 @@ from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.hixl_engines import HixlEngines
-from datadist_sim._world.trace import Trace, TraceEvent
+from datadist_sim._world.trace import Trace, TraceEvent, node_up
+from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.faults.plan import FaultPlan
 
 WILDCARD_IP = "0.0.0.0"
@@ -101,7 +102,10 @@ class SimWorld:
             self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
             self.killed.discard(cluster_id)
-            self.record(cluster_id, "node.init", "ok", f"{role.value} {mode.value}", kind="event")
+            # The detail says the engine mode (``faults.engine_codes.trace_modes`` reads it back).
+            backend = " hixl" if node.hixl else ""
+            self.record(cluster_id, "node.init", "ok", f"{role.value} {mode.value}{backend}", kind="event")
+            node_up(node.engine_mode.value)
             return node
 
     def remove_node(self, node: ClusterNode, *, quiet: bool = False) -> None:
@@ -135,6 +139,12 @@ class SimWorld:
     def node(self, cluster_id: int) -> Optional[ClusterNode]:
         """The live instance with this id, if any."""
         return self._nodes.get(cluster_id)
+
+    def engine_mode(self, cluster_id: Optional[int]) -> Optional[EngineMode]:
+        """The engine mode of the instance with this id (live or killed), for the fault plan; None
+        when no instance has it."""
+        node = None if cluster_id is None else self._nodes.get(cluster_id)
+        return None if node is None else node.engine_mode
 
     @property
     def nodes(self) -> Tuple[ClusterNode, ...]:

@@ -15,45 +15,39 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._world.trace import TraceEvent
+from datadist_sim.faults import engine_codes
+from datadist_sim.faults.actions import (
+    ACTION_TABLE,
+    ACTIONS,
+    CALL_ACTIONS,
+    TRANSFER_OPS,
+    WORLD_ACTIONS,
+    applies_to,
+)
 from datadist_sim.faults.files import rule_from_spec
-from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS
 
 Spec = Dict[str, object]
 Schedule = List[Spec]
 
-CALL_KINDS = ("fail", "delay", "timeout", "cut_link", "poison")
-WORLD_KINDS = ("partition", "hang", "kill", "cap_pool", "exhaust_pool")
-
-# Codes each operation can give, after the status table's remedies (shared/reference/status_codes.txt:
-# a timeout of pull_cache/pull_blocks/transfer_cache_async needs a new link; LINK_FAILED and
-# UNLINK_FAILED come back in link_clusters'/unlink_clusters' second return value; LINK_BUSY for
-# concurrent pull_cache/transfer_cache_async/check_link_status on one link; OUT_OF_MEMORY in CacheManager
-# mode only). The first code of a row is the one the systematic pass injects.
-_TRANSFER_CODES = (
-    "LLM_TIMEOUT",
-    "LLM_WAIT_PROCESS_TIMEOUT",
-    "LLM_LINK_BUSY",
-    "LLM_NOT_YET_LINK",
-    "LLM_KV_CACHE_NOT_EXIST",
-    "LLM_SUSPECT_REMOTE_ERROR",
-    "LLM_FAILED",
-)
-OP_CODES: Dict[str, Tuple[str, ...]] = {
-    **dict.fromkeys(TRANSFER_OPS, _TRANSFER_CODES),
-    "link_clusters": ("LLM_LINK_FAILED", "LLM_PROCESSING_LINK", "LLM_ALREADY_LINK", "LLM_TIMEOUT"),
-    "unlink_clusters": ("LLM_UNLINK_FAILED", "LLM_NOTIFY_PROMPT_UNLINK_FAILED", "LLM_PROCESSING_LINK"),
-    "check_link_status": ("LLM_NOT_YET_LINK", "LLM_LINK_BUSY", "LLM_FAILED"),
-    "allocate_cache": ("LLM_OUT_OF_MEMORY", "LLM_DEVICE_OUT_OF_MEMORY", "LLM_PARAM_INVALID"),
-    "allocate_blocks_cache": ("LLM_OUT_OF_MEMORY", "LLM_PARAM_INVALID"),
-    "register_cache": ("LLM_PARAM_INVALID", "LLM_FAILED"),
-    "switch_role": ("LLM_EXIST_LINK", "LLM_FEATURE_NOT_ENABLED"),
-}
-DEFAULT_CODES = ("LLM_FAILED", "LLM_PARAM_INVALID")
+CALL_KINDS = CALL_ACTIONS
+WORLD_KINDS = WORLD_ACTIONS
 _REQ = re.compile(r"req_id=(\d+)")
 
 
-def codes_for(op: str) -> Tuple[str, ...]:
-    return OP_CODES.get(op, DEFAULT_CODES)
+def codes_for(op: str, mode: Optional[engine_codes.EngineMode] = None) -> Tuple[str, ...]:
+    """The codes a correct client can meet from ``op`` in ``mode`` (in any mode when None), from the
+    engine's table (``faults.engine_codes``); the first is the one the systematic pass injects."""
+    modes = engine_codes.modes() if mode is None else (mode,)
+    out: Dict[str, None] = {}
+    for m in modes:
+        out.update(dict.fromkeys(code.name for code in engine_codes.fault_codes(op, m)))
+    return tuple(out)
+
+
+def can_time_out(op: str, mode: Optional[engine_codes.EngineMode] = None) -> bool:
+    """Whether ``op`` has a timeout to run out in ``mode`` (in some mode when None)."""
+    modes = engine_codes.modes() if mode is None else (mode,)
+    return any(engine_codes.timeout_code(op, m) is not None for m in modes)
 
 
 @dataclass(frozen=True)
@@ -73,6 +67,8 @@ class Baseline:
     calls: List[CallSite] = field(default_factory=list)
     clusters: List[int] = field(default_factory=list)
     sim_time: float = 0.0
+    modes: Dict[int, engine_codes.EngineMode] = field(default_factory=dict)
+    """The engine mode of each cluster the baseline brought up (``engine_codes.trace_modes``)."""
 
     @classmethod
     def from_trace(cls, events: Sequence[TraceEvent], sim_time: float) -> Baseline:
@@ -88,7 +84,11 @@ class Baseline:
             counts[key] = counts.get(key, 0) + 1
             found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
             calls.append(CallSite(event.op, event.cluster_id, counts[key], found and int(found.group(1))))
-        return cls(calls, sorted(clusters), sim_time)
+        return cls(calls, sorted(clusters), sim_time, engine_codes.trace_modes(events))
+
+    def mode_of(self, cluster: Optional[int]) -> Optional[engine_codes.EngineMode]:
+        """The mode of ``cluster`` in the baseline, or None when it did not show."""
+        return None if cluster is None else self.modes.get(cluster)
 
     @property
     def ops(self) -> List[str]:
@@ -123,14 +123,18 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
     where: Spec = {"op": site.op, "nth": site.nth}
     if site.cluster is not None:
         where["cluster"] = site.cluster
+    mode = baseline.mode_of(site.cluster)
     if kind == "fail":
-        yield {"action": "fail", "code": codes_for(site.op)[0], **where}
+        codes = codes_for(site.op, mode)
+        if codes:
+            yield {"action": "fail", "code": codes[0], **where}
     elif kind == "delay":
         yield {"action": "delay", "seconds": 5.0, **where}
     elif kind == "timeout":
-        yield {"action": "timeout", "landed": False, **where}
-    elif kind in ("cut_link", "poison"):
-        if site.op in TRANSFER_OPS:
+        if can_time_out(site.op, mode):
+            yield {"action": "timeout", "landed": False, **where}
+    elif kind in CALL_KINDS:  # cut_link, poison: inside transfers only
+        if applies_to(kind, site.op):
             yield {"action": kind, **where}
     elif kind in ("cap_pool", "exhaust_pool") and site.cluster is not None:
         extra: Spec = {"nbytes": 0} if kind == "cap_pool" else {}
@@ -144,7 +148,7 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
                 if site.cluster is None or site.cluster == other:
                     continue
                 rule = {**rule, "cluster": site.cluster, "remote": other}
-            if kind != "kill":
+            if ACTION_TABLE[kind].heals:
                 rule["heal_after_s"] = 30.0
             yield rule
 
@@ -188,8 +192,7 @@ def swarm(rng: random.Random, baseline: Baseline, kinds: Sequence[str], max_rule
 def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     horizon = max(2.0 * baseline.sim_time, 0.01)
     sites = baseline.calls or [CallSite("pull_cache", None, 1)]
-    if kind in ("cut_link", "poison"):
-        sites = [s for s in sites if s.op in TRANSFER_OPS] or sites
+    sites = [s for s in sites if _usable(kind, s, baseline)] or sites
     site = rng.choice(sites)
     spec: Spec = {"action": kind}
     if kind in WORLD_KINDS or (kind == "cut_link" and rng.random() < 0.3):
@@ -198,14 +201,14 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
             spec["start_s"] = round(rng.uniform(0.0, horizon), 6)
         else:
             spec.update(op=site.op, **_trigger(rng, site, baseline))
-        if kind != "kill" and rng.random() < 0.7:
+        if ACTION_TABLE[kind].heals and rng.random() < 0.7:
             spec["heal_after_s"] = round(rng.uniform(0.001, 10.0 * horizon + 1.0), 6)
         return spec
     spec["op"] = site.op
     if site.cluster is not None and rng.random() < 0.7:
         spec["cluster"] = site.cluster
     if kind == "fail":
-        spec["code"] = rng.choice(codes_for(site.op))
+        spec["code"] = rng.choice(codes_for(site.op, baseline.mode_of(site.cluster)) or ("LLM_FAILED",))
     elif kind == "delay":
         spec["seconds"] = round(10 ** rng.uniform(-3, 1.3), 6)  # 1 ms to ~20 s: past most timeouts
     elif kind == "timeout":
@@ -218,6 +221,15 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
         spec["start_s"] = round(start, 6)
         spec["end_s"] = round(start + rng.uniform(0.0, horizon), 6)
     return spec
+
+
+def _usable(kind: str, site: CallSite, baseline: Baseline) -> bool:
+    """Whether a rule of ``kind`` at ``site`` can act as the engine would (``faults.engine_codes``)."""
+    if kind == "fail":
+        return bool(codes_for(site.op, baseline.mode_of(site.cluster)))
+    if kind == "timeout":
+        return can_time_out(site.op, baseline.mode_of(site.cluster))
+    return applies_to(kind, site.op)
 
 
 def _trigger(rng: random.Random, site: CallSite, baseline: Baseline) -> Spec:

@@ -19,10 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
+from datadist_sim.faults.engine_codes import OUTSIDE, EngineMode
 from datadist_sim.faults.files import Scenario, load
-from datadist_sim.faults.rules import CALL_ACTIONS, TIMED_ACTIONS, WORLD_ACTIONS, Fault
+from datadist_sim.faults.rules import (
+    CALL_ACTIONS,
+    CODED_ACTIONS,
+    TIMED_ACTIONS,
+    WORLD_ACTIONS,
+    Fault,
+    refusal,
+)
 
-__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired"]
+__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "unfired_notes"]
 
 
 class PoisonHooks(Protocol):
@@ -40,6 +48,8 @@ class WorldHooks(Protocol):
     def memory(self) -> PoisonHooks: ...
 
     def now(self) -> float: ...
+
+    def engine_mode(self, cluster_id: Optional[int]) -> Optional[EngineMode]: ...
 
     def record(
         self,
@@ -71,6 +81,8 @@ class _State:
     poisoned: Dict[Tuple[int, int], None] = field(default_factory=dict)
     """Ranges a poison rule poisoned (an ordered set), for healing them with the rule."""
     prune_at: int = 64
+    refused: Dict[str, None] = field(default_factory=dict)
+    """Why the rule did not fire on calls it matched (the caller's mode cannot give its code), once each."""
 
 
 @dataclass(frozen=True)
@@ -102,11 +114,31 @@ class FaultPlan:
         for rule in rules:
             if not isinstance(rule, Fault):
                 raise TypeError(f"rule must be a Fault, got {type(rule).__name__}")
+            self._check_caller_mode(rule)
+        for rule in rules:
             with self._lock:
                 self._rules[rule] = _State()
             self._world.record(None, "fault.add", "ok", repr(rule), kind="event")
         self.tick()
         return rules[-1]
+
+    def _check_caller_mode(self, rule: Fault) -> None:
+        """A call rule that names its caller, an instance already up: the caller's mode is known, so a
+        code that mode cannot give on any of the rule's operations is a ValueError now."""
+        if rule.action not in CODED_ACTIONS or rule.cluster is None or not rule.op:
+            return
+        mode = self._world.engine_mode(rule.cluster)
+        if mode is None:
+            return
+        reasons = [refusal(rule, op, mode) for op in rule.op]
+        if all(reasons):
+            raise ValueError(f"cluster {rule.cluster}: {'; '.join(r for r in reasons if r)} ({OUTSIDE})")
+
+    def refused(self, rule: Fault) -> List[str]:
+        """Why ``rule`` did not fire on calls it matched: the callers' modes cannot give its code."""
+        with self._lock:
+            state = self._rules.get(rule)
+            return [] if state is None else list(state.refused)
 
     def remove(self, rule: Fault) -> None:
         """Take a rule out; what it did to the world (a partition, a cap) is undone."""
@@ -166,6 +198,7 @@ class FaultPlan:
         now = self._world.now()
         fired: List[Fault] = []
         world_fired: List[Fault] = []
+        refused: List[Tuple[Fault, str]] = []
         with self._lock:
             for rule, state in self._rules.items():
                 if state.healed or rule.op is None or call.op not in rule.op:
@@ -174,11 +207,22 @@ class FaultPlan:
                 is_world = rule.action in WORLD_ACTIONS
                 if not (wanted or (is_world and state.fired == 0)) or not _matches(rule, call, now):
                     continue
+                if wanted and rule.action in CODED_ACTIONS and not rule.any_code:
+                    # The caller's mode is known only now: a code it cannot give is not injected.
+                    mode = self._world.engine_mode(call.cluster)
+                    reason = None if mode is None else refusal(rule, call.op, mode)
+                    if reason is not None:
+                        if reason not in state.refused:
+                            state.refused[reason] = None
+                            refused.append((rule, reason))
+                        continue
                 state.seen += 1
                 if not self._fires(rule, state.seen):
                     continue
                 self._mark(rule, state, now)
                 (world_fired if is_world else fired).append(rule)
+        for rule, reason in refused:
+            self._world.record(call.cluster, f"fault.{rule.action}", "refused", f"{rule.name}: {reason}")
         for rule in world_fired:
             self._apply_world(rule)
         for rule in fired:
@@ -357,3 +401,13 @@ def never_fired(plan: FaultPlan) -> List[Fault]:
     describe (a window the run never reached, an ``op`` the client never calls, a cluster id that is
     not in the run), and its summary says so."""
     return [rule for rule in plan.rules if plan.fired(rule) == 0]
+
+
+def unfired_notes(plan: FaultPlan) -> List[str]:
+    """Each rule that never fired, as its repr, with why it did not where the plan knows: the callers
+    it matched run a mode whose engine cannot give its code."""
+    notes = []
+    for rule in never_fired(plan):
+        refused = plan.refused(rule)
+        notes.append(repr(rule) + (f" (refused: {'; '.join(refused)})" if refused else ""))
+    return notes
