@@ -3,7 +3,7 @@
 Greedy and deterministic, like a property tester's shrinker: first drop whole rules, then simplify each
 rule one step at a time (fewer firings, a ``probability`` replaced by the ``nth`` call it fired on, a
 shorter window or heal time, a later start, an indeterminate ``landed`` replaced by its outcome), keeping
-a step only when the re-run (same world seed) fails with the same signature. It stops when no single step
+a step only when the re-run (same world seed) fails with the same signature at the same place in the target (``RunResult.group``). It stops when no single step
 keeps the failure, or when the run budget is spent.
 """
 
@@ -20,7 +20,7 @@ _NTH_TRIES = 8
 
 
 def shrink(failing: RunResult, check: Check, *, budget: int = MAX_SHRINK_RUNS) -> Tuple[RunResult, int]:
-    """The smallest failing run found from ``failing`` (same seed and signature), and the runs it took."""
+    """The smallest failing run found from ``failing`` (same seed, signature and place), and the runs it took."""
     best = failing
     runs = 0
     progress = True
@@ -31,7 +31,7 @@ def shrink(failing: RunResult, check: Check, *, budget: int = MAX_SHRINK_RUNS) -
                 break
             runs += 1
             result = check(candidate)
-            if result.failed and result.signature == failing.signature:
+            if result.failed and result.group == failing.group:
                 best, progress = result, True
                 break
     return best, runs
