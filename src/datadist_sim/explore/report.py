@@ -103,9 +103,10 @@ def failure_text(result: RunResult, title: str) -> List[str]:
         lines.append(readings_line(result))
     if result.masked:
         lines.append(f"rules masked (matched, but another rule on the same call won): {_counts(result.masked)}")
-    around = "around the first fault that fired" if result.fired else "last"
-    lines.append(f"{len(result.trace_tail)} trace events, {around}:")
-    lines += [f"  {line}" for line in result.trace_tail]
+    if result.trace_tail:
+        around = "around the first fault that fired" if result.fired else "the last"
+        lines.append(f"{len(result.trace_tail)} trace events, {around}:")
+        lines += [f"  {line}" for line in result.trace_tail]
     return lines
 
 

@@ -6,10 +6,11 @@ it, and the interpreter would wait for those threads at exit. So every run happe
 forked from the driver (it inherits the target already loaded, the fake installed, a test's fixtures),
 that runs the jobs it is sent one after another and answers each with its ``RunResult``.
 
-Before each run the worker arms ``faulthandler`` to dump every thread's stack to a file and end the
-process once the wall bound (plus ``GRACE_S``) passes; the driver, which also stops a worker it has not
-heard from by then, reads the dump and reports that run as a hang showing where each thread waited. A
-new worker takes over the jobs left. Workers end with ``os._exit``, so the target's threads never hold
+The driver times each run: a worker that has not answered once the wall bound (plus ``GRACE_S``, so
+the worker's own clock check reports a hang that touches the world first) has passed gets ``SIGUSR1``,
+on which ``faulthandler`` (registered once per worker: nothing is armed per run) writes every thread's
+stack to a file, even while the threads block in the kernel; then the driver kills it, reads the dump
+and reports that run as a hang showing where each thread waited. A new worker takes over the jobs left. Workers end with ``os._exit``, so the target's threads never hold
 them (or the driver) open.
 
 Forking is Linux's (and the driver holds no threads of the target's: it never runs it itself).
@@ -34,8 +35,8 @@ from datadist_sim.explore.schedule import Schedule
 
 GRACE_S = 1.0
 """Past the wall bound, the worker's own clock check gets this long to report a hang first."""
-KILL_AFTER_S = 5.0
-"""Past that, the driver stops a worker that said nothing (its faulthandler could not run either)."""
+DUMP_WAIT_S = 2.0
+"""How long the driver waits for a stopped worker's stacks before it kills the worker regardless."""
 BATCH = 16
 """Jobs handed to a worker at a time: large enough to hide the hand-off, small enough to spread."""
 
@@ -111,7 +112,7 @@ class Workers:
                 timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
                 ready = wait([w.conn for w in busy], timeout)
                 for worker in list(busy):
-                    answered = worker.conn in ready
+                    answered = worker.conn in ready or worker.conn.poll()
                     if not answered and time.monotonic() < worker.deadline:
                         continue
                     result = self._answer(worker) if answered else None
@@ -139,7 +140,7 @@ class Workers:
         return [results[n] for n in range(len(jobs))]
 
     def _bound(self) -> float:
-        return self.limits.wall_limit_s + GRACE_S + KILL_AFTER_S
+        return self.limits.wall_limit_s + GRACE_S
 
     def _start(self) -> _Worker:
         parent, child = multiprocessing.Pipe()
@@ -166,8 +167,9 @@ class Workers:
 
     def _lost(self, worker: _Worker, job: Job) -> RunResult:
         """The run a worker never answered: a hang, with each thread's stack, where it could dump them."""
-        worker.process.join(0.5)
-        stacks = _read(worker.dump_path)
+        if worker.process.is_alive():
+            _dump_stacks(worker)
+        stacks = _trim(_read(worker.dump_path))
         result = RunResult(job.index, job.seed, job.schedule, failed=True, signature="hang")
         bound = self.limits.wall_limit_s
         if stacks:
@@ -201,7 +203,8 @@ def _serve(conn: Connection, target: Target, limits: Limits, dump_path: str) -> 
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     try:
-        dump = open(dump_path, "w", encoding="utf-8")  # noqa: SIM115 - faulthandler writes it at exit
+        dump = open(dump_path, "w", encoding="utf-8")  # noqa: SIM115 - faulthandler writes it when told
+        faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
         conn.send(threading.main_thread().ident or 0)
         while True:
             try:
@@ -209,14 +212,11 @@ def _serve(conn: Connection, target: Target, limits: Limits, dump_path: str) -> 
             except (EOFError, OSError):
                 break
             for job in batch:
-                faulthandler.dump_traceback_later(limits.wall_limit_s + GRACE_S, exit=True, file=dump)
                 try:
                     result = _execute(target, job, limits)
                 except Exception:
                     conn.send(_Broken(traceback.format_exc()))
                     return
-                finally:
-                    faulthandler.cancel_dump_traceback_later()
                 conn.send(result)
     finally:
         os._exit(0)  # the target's threads may still run: they must not keep this process alive
@@ -242,6 +242,22 @@ def _run(target: Target, job: Job, limits: Limits, sink: Optional[IO[str]]) -> R
     )
 
 
+def _dump_stacks(worker: _Worker) -> None:
+    """Ask a stuck worker for every thread's stack and wait (a little) until it has written them."""
+    try:
+        os.kill(worker.process.pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return
+    until = time.monotonic() + DUMP_WAIT_S
+    size = -1
+    while time.monotonic() < until:
+        time.sleep(0.05)
+        now = os.path.getsize(worker.dump_path) if os.path.exists(worker.dump_path) else 0
+        if now and now == size:  # written, and no longer growing
+            return
+        size = now
+
+
 def _stop(worker: _Worker, *, gently: bool) -> None:
     try:
         worker.conn.close()
@@ -262,6 +278,23 @@ def _read(path: str) -> str:
             return handle.read().strip()
     except OSError:
         return ""
+
+
+_EXPLORE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _trim(stacks: str) -> str:
+    """Each thread's frames down to the target's entry: the worker's own frames below it are noise."""
+    kept: List[str] = []
+    skipping = False
+    for line in stacks.splitlines():
+        if not line.startswith(" "):
+            skipping = False
+        elif _EXPLORE_DIR in line:
+            skipping = True
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept).strip()
 
 
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)", re.MULTILINE)
