@@ -3,7 +3,9 @@
 ``careful`` retries a timed-out pull after re-linking (the status table's remedy for a transmission
 timeout) and reports every request it could not serve; ``buggy`` retries a timed-out pull on the same,
 now broken, link and lets that retry's error escape; ``twice`` re-links once, but a second timeout on
-the same request takes an unguarded path (a bug that needs two faults on one request). Each target
+the same request takes an unguarded path (a bug that needs two faults on one request); ``landed``
+re-links and retries correctly but takes the retry's ``LLM_KV_CACHE_NOT_EXIST`` for a crash (a bug only
+a timeout whose bytes landed, and so consumed the key, reaches). Each target
 raises ``AssertionError`` when its property is violated: no error escapes the connector, and every
 request it calls served holds the Prompt's bytes.
 """
@@ -61,6 +63,7 @@ class Connector:
 
     retry_relinks = True
     second_timeout_guarded = True
+    missing_key_guarded = True
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -95,6 +98,9 @@ class Connector:
         try:
             self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
         except llm.LLMException as exc:
+            missing = exc.status_code == llm.LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
+            if missing and not self.missing_key_guarded:  # the bug: the timed-out pull had landed
+                raise RuntimeError("unhandled LLM_KV_CACHE_NOT_EXIST in the pull retry") from exc
             if exc.status_code != timeout or self.second_timeout_guarded:
                 raise
             return self.unguarded(key, req)  # the bug: a second timeout is retried without re-linking
@@ -138,6 +144,10 @@ class Twice(Connector):
     second_timeout_guarded = False
 
 
+class Landed(Connector):
+    missing_key_guarded = False
+
+
 def _check(world: SimWorld, connector_type: type) -> None:
     import llm_datadist
 
@@ -166,3 +176,7 @@ def buggy(world: SimWorld) -> None:
 
 def twice(world: SimWorld) -> None:
     _check(world, Twice)
+
+
+def landed(world: SimWorld) -> None:
+    _check(world, Landed)
