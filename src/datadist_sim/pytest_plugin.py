@@ -145,22 +145,52 @@ def pytest_report_header(config: pytest.Config) -> str:
 def sim_world(request: pytest.FixtureRequest) -> Iterator[SimWorld]:
     """A fresh ``SimWorld`` on the virtual clock, active for the test; finalized instances after.
 
-    A ``datadist_scenario`` file with a top-level ``seed`` seeds the world (an explore replay)."""
+    A ``datadist_scenario`` file with a top-level ``seed`` seeds the world, and its ``[config]`` table
+    sets ``SimConfig`` fields (an explore replay: the engine reading the failure needs)."""
     marker = request.node.get_closest_marker("datadist_scenario")
     path = None if marker is None else _scenario_of(marker, request.node)
     seed = request.config.stash[SEED]
+    config = _config(request.node)
     if path is not None:
         from datadist_sim import scenarios
 
-        file_seed = scenarios.load(path).seed
-        seed = seed if file_seed is None else file_seed
-    world = SimWorld(seed=seed, config=_config(request.node))
+        loaded = scenarios.load(path)
+        seed = seed if loaded.seed is None else loaded.seed
+        for name, value in loaded.config.items():  # the engine reading an explore failure needs
+            if not hasattr(config, name):
+                pytest.fail(f"{request.node.nodeid}: {path}: SimConfig has no field {name!r}", pytrace=False)
+            setattr(config, name, value)
+    world = SimWorld(seed=seed, config=config)
     request.node.stash[WORLD] = world
     with world.activate():
         if path is not None:
             world.faults.load(path)
         yield world
         _finalize(world)
+
+
+class _Module(pytest.Module):
+    """A test module that imports ``llm_datadist`` (or a client that does) at its top, on a host with no
+    real one: imported again with the fake installed, so it collects, as explore and ``--replay`` load
+    such a target. A host with a real ``llm_datadist`` imports it as written."""
+
+    def _getobj(self) -> Any:
+        try:
+            return super()._getobj()
+        except self.CollectError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, ModuleNotFoundError) and cause.name == "llm_datadist"):
+                raise
+        with _fake_installed():
+            return super()._getobj()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> Optional[pytest.Module]:
+    if module_path.name == "__init__.py":
+        return None
+    module: pytest.Module = _Module.from_parent(parent, path=module_path)
+    return module
 
 
 @pytest.hookimpl(tryfirst=True)
