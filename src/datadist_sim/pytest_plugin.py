@@ -34,7 +34,7 @@ from datadist_sim._coverage import CodeCoverage
 from datadist_sim._install import installed, is_installed
 from datadist_sim._world.clock import VirtualClock
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.faults.plan import never_fired
+from datadist_sim.faults.plan import never_fired, only_masked
 from datadist_sim.timepatch import patch_time
 
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
@@ -350,6 +350,10 @@ def _failure_section(item: pytest.Item, world: SimWorld) -> str:
             f"last {len(lines)} of {world.trace.total} trace events:",
             *(f"  {line}" for line in lines),
             *(f"rule never fired: {rule!r}" for rule in never_fired(world.faults)),
+            *(
+                f"rule masked (matched, but another rule on the same call won): {rule!r}"
+                for rule in only_masked(world.faults)
+            ),
             *_trace_file(item, world),
             f"reproduce: pytest {shlex.quote(item.nodeid)} --datadist-seed={world.seed}",
         ]

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
+from datadist_sim.faults.effects import overridden
 from datadist_sim.faults.files import Scenario, load
 from datadist_sim.faults.rules import CALL_ACTIONS, TIMED_ACTIONS, WORLD_ACTIONS, Fault
 
-__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired"]
+__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "only_masked"]
 
 
 class PoisonHooks(Protocol):
@@ -65,6 +66,8 @@ class WorldHooks(Protocol):
 class _State:
     seen: int = 0
     fired: int = 0
+    masked: int = 0
+    """Calls it matched and fired on, whose effect another rule on the same call overrode."""
     fired_at: Optional[float] = None
     healed: bool = False
     undo: List[Any] = field(default_factory=list)
@@ -151,10 +154,16 @@ class FaultPlan:
         return not self._rules
 
     def fired(self, rule: Fault) -> int:
-        """How many times ``rule`` has fired."""
+        """How many times ``rule`` has fired (masked calls not counted)."""
         with self._lock:
             state = self._rules.get(rule)
             return 0 if state is None else state.fired
+
+    def masked(self, rule: Fault) -> int:
+        """How many calls ``rule`` fired on while another rule on the same call overrode its effect."""
+        with self._lock:
+            state = self._rules.get(rule)
+            return 0 if state is None else state.masked
 
     # -- evaluation -----------------------------------------------------------------------------
 
@@ -181,9 +190,17 @@ class FaultPlan:
                 (world_fired if is_world else fired).append(rule)
         for rule in world_fired:
             self._apply_world(rule)
+        masked = overridden(call.op, fired)
+        if masked:
+            with self._lock:
+                for rule in masked:
+                    state = self._rules[rule]
+                    state.fired, state.masked = state.fired - 1, state.masked + 1
+                    self.fired_total -= 1
         for rule in fired:
+            outcome = "masked" if rule in masked else "fired"
             self._world.record(
-                call.cluster, f"fault.{rule.action}", "fired", f"{call.op} {rule.name}", kind="event"
+                call.cluster, f"fault.{rule.action}", outcome, f"{call.op} {rule.name}", kind="event"
             )
         return fired
 
@@ -356,4 +373,10 @@ def never_fired(plan: FaultPlan) -> List[Fault]:
     """The plan's rules that have not fired once: a run that ends with any did not test what they
     describe (a window the run never reached, an ``op`` the client never calls, a cluster id that is
     not in the run), and its summary says so."""
-    return [rule for rule in plan.rules if plan.fired(rule) == 0]
+    return [rule for rule in plan.rules if plan.fired(rule) == 0 and plan.masked(rule) == 0]
+
+
+def only_masked(plan: FaultPlan) -> List[Fault]:
+    """The plan's rules that matched calls but never acted: each time, another rule on the same call
+    overrode them (a ``timeout`` after a ``fail`` on one pull). Reported as masked, not fired."""
+    return [rule for rule in plan.rules if plan.fired(rule) == 0 and plan.masked(rule) > 0]
