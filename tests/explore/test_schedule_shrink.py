@@ -130,3 +130,29 @@ def test_shrink_keeps_a_step_only_when_the_failure_is_the_same() -> None:
     ]
     best, _ = shrink(_verdict(start, "RuntimeError"), check)
     assert best.schedule == [{"action": "timeout", "op": "pull_cache", "nth": 2}]
+
+
+def test_shrink_ends_on_a_partition_from_a_time_that_stays_not_one_tied_to_a_poll_with_a_tiny_heal() -> None:
+    def check(schedule: Schedule) -> RunResult:
+        # the bug needs the partition in place from 0.05 s on (whatever triggers it), healed or not
+        rule = next((r for r in schedule if r["action"] == "partition"), None)
+        breaks = rule is not None and ("op" in rule or float(rule.get("start_s", 0.0)) >= 0.05)  # type: ignore[arg-type]
+        result = _verdict(schedule, "RuntimeError" if breaks else "")
+        result.fired_at = [0.0512 for _ in schedule]
+        return result
+
+    start: Schedule = [
+        {"action": "partition", "cluster": 2, "remote": 1, "op": "check_link_status", "nth": 4, "heal_after_s": 0.0009}
+    ]
+    failing = check(start)
+    best, _ = shrink(failing, check)
+    assert best.schedule == [{"action": "partition", "cluster": 2, "remote": 1, "start_s": 0.051}]
+
+
+def test_shrink_drops_the_calling_cluster_of_a_call_rule_when_any_caller_fails_the_same_way() -> None:
+    def check(schedule: Schedule) -> RunResult:
+        return _verdict(schedule, "RuntimeError" if schedule else "")
+
+    start: Schedule = [{"action": "timeout", "landed": True, "op": "pull_cache", "cluster": 2, "nth": 1}]
+    best, _ = shrink(check(start), check)
+    assert best.schedule == [{"action": "timeout", "landed": True, "op": "pull_cache", "nth": 1}]

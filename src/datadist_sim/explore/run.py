@@ -116,6 +116,8 @@ class RunResult:
     explore has replayed it under each; empty before."""
     baseline: Optional[Baseline] = None
     """What the run called, for the fault-free baseline run only."""
+    fired_at: List[Optional[float]] = field(default_factory=list)
+    """The simulated time each rule of the schedule first fired at (None: never), for the shrinker."""
 
     @property
     def group(self) -> str:
@@ -172,6 +174,7 @@ def run_one(
             result.failed, result.signature, result.failure = True, signature_of(exc), describe(exc)
             result.where = where_raised(exc)
         clock.armed = False
+        result.fired_at = [world.faults.fired_at(rule) for rule in rules]
         events = list(world.trace) if result.failed or want_baseline else []
         broken = _cleanup(world) if result.signature != "hang" else []
     if broken and not result.failed:

@@ -159,6 +159,12 @@ class FaultPlan:
             state = self._rules.get(rule)
             return 0 if state is None else state.fired
 
+    def fired_at(self, rule: Fault) -> Optional[float]:
+        """The simulated time ``rule`` first fired (or was masked) at, or None."""
+        with self._lock:
+            state = self._rules.get(rule)
+            return None if state is None else state.fired_at
+
     def masked(self, rule: Fault) -> int:
         """How many calls ``rule`` fired on while another rule on the same call overrode its effect."""
         with self._lock:
