@@ -59,8 +59,8 @@ def _codes_under(world: SimWorld, rule: Fault, calls: int) -> List[str]:
 
 
 def test_first_n_fails_the_first_n_calls_only(world: SimWorld) -> None:
-    rule = Fault.fail(S.LLM_LINK_BUSY, op="pull_cache", first=2)
-    assert _codes_under(world, rule, 4) == ["LLM_LINK_BUSY", "LLM_LINK_BUSY", "ok", "ok"]
+    rule = Fault.fail(S.LLM_NOT_YET_LINK, op="pull_cache", first=2)
+    assert _codes_under(world, rule, 4) == ["LLM_NOT_YET_LINK", "LLM_NOT_YET_LINK", "ok", "ok"]
     assert world.faults.fired(rule) == 2
 
 
@@ -70,28 +70,28 @@ def test_after_n_fails_every_call_after_the_nth(world: SimWorld) -> None:
 
 
 def test_nth_fails_only_that_call(world: SimWorld) -> None:
-    assert _codes_under(world, Fault.fail("LINK_BUSY", op="pull_cache", nth=3), 4) == [
+    assert _codes_under(world, Fault.fail("NOT_YET_LINK", op="pull_cache", nth=3), 4) == [
         "ok",
         "ok",
-        "LLM_LINK_BUSY",
+        "LLM_NOT_YET_LINK",
         "ok",
     ]
 
 
 def test_sequence_gives_outcomes_call_by_call(world: SimWorld) -> None:
-    rule = Fault.fail(S.LLM_LINK_BUSY, op="pull_cache", sequence=(True, True, False))
-    assert _codes_under(world, rule, 4) == ["LLM_LINK_BUSY", "LLM_LINK_BUSY", "ok", "ok"]
+    rule = Fault.fail(S.LLM_NOT_YET_LINK, op="pull_cache", sequence=(True, True, False))
+    assert _codes_under(world, rule, 4) == ["LLM_NOT_YET_LINK", "LLM_NOT_YET_LINK", "ok", "ok"]
 
 
 def test_rule_for_another_op_or_cluster_does_not_fire(world: SimWorld) -> None:
-    other_op = Fault.fail(S.LLM_LINK_BUSY, op="pull_blocks")
+    other_op = Fault.fail(S.LLM_NOT_YET_LINK, op="pull_blocks")
     assert _codes_under(world, other_op, 2) == ["ok", "ok"]
     assert world.faults.fired(other_op) == 0
 
 
 def test_rule_matches_remote_and_req_id(world: SimWorld) -> None:
-    rule = Fault.fail(S.LLM_LINK_BUSY, op="pull_cache", remote=P_ID, req_id=2)
-    assert _codes_under(world, rule, 3) == ["ok", "LLM_LINK_BUSY", "ok"]
+    rule = Fault.fail(S.LLM_NOT_YET_LINK, op="pull_cache", remote=P_ID, req_id=2)
+    assert _codes_under(world, rule, 3) == ["ok", "LLM_NOT_YET_LINK", "ok"]
 
 
 def test_window_of_simulated_time(world: SimWorld) -> None:
@@ -99,11 +99,12 @@ def test_window_of_simulated_time(world: SimWorld) -> None:
     _source(p, world, range(1, 4))
     dst = d.cache_manager.allocate_cache(desc(batch=3))
     start = world.now()
-    world.faults.add(Fault.fail(S.LLM_LINK_BUSY, op="pull_cache", start_s=start + 1.0, end_s=start + 2.0))
+    world.faults.add(Fault.fail(S.LLM_NOT_YET_LINK, op="pull_cache", start_s=start + 1.0, end_s=start + 2.0))
     assert _pull(d, dst, 1) is S.LLM_SUCCESS
     world.elapse(1.5)
     assert (
-        code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst, batch_index=1)) is S.LLM_LINK_BUSY
+        code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst, batch_index=1))
+        is S.LLM_NOT_YET_LINK
     )
     world.elapse(1.0)
     assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 2), dst, batch_index=1)) is S.LLM_SUCCESS
@@ -112,14 +113,14 @@ def test_window_of_simulated_time(world: SimWorld) -> None:
 def _pattern(seed: int) -> List[str]:
     world = SimWorld(seed=seed)
     with world.activate():
-        return _codes_under(world, Fault.fail(S.LLM_LINK_BUSY, op="pull_cache", probability=0.5), 24)
+        return _codes_under(world, Fault.fail(S.LLM_NOT_YET_LINK, op="pull_cache", probability=0.5), 24)
 
 
 def test_probability_is_seeded() -> None:
     first, again, other = _pattern(7), _pattern(7), _pattern(8)
     assert first == again
     assert first != other
-    assert 0 < first.count("LLM_LINK_BUSY") < 24
+    assert 0 < first.count("LLM_NOT_YET_LINK") < 24
 
 
 # -- what call actions do ------------------------------------------------------------------------
@@ -129,8 +130,8 @@ def test_a_failed_pull_leaves_the_destination_and_the_key(world: SimWorld) -> No
     p, d = _linked_v2()
     _source(p, world)
     dst = d.cache_manager.allocate_cache(desc(batch=1))
-    with world.faults.injected(Fault.fail(S.LLM_LINK_BUSY, op="pull_cache")):
-        assert _pull(d, dst) is S.LLM_LINK_BUSY
+    with world.faults.injected(Fault.fail(S.LLM_NOT_YET_LINK, op="pull_cache")):
+        assert _pull(d, dst) is S.LLM_NOT_YET_LINK
     assert not any(v.any() for v in views(world, dst))
     assert _pull(d, dst) is S.LLM_SUCCESS
 

@@ -105,7 +105,7 @@ def test_rate_scales_random_rules_only() -> None:
 def test_a_scenario_file_of_your_own(tmp_path: Path) -> None:
     path = tmp_path / "mine.toml"
     path.write_text(
-        'expect = ["LLM_LINK_BUSY"]\n[workload]\nrequests = 4\n'
+        'expect = ["LLM_LINK_BUSY"]\n[workload]\nmode = "v1"\nrequests = 4\n'
         '[[rules]]\naction = "fail"\nop = "pull_cache"\ncode = "LINK_BUSY"\nnth = 2\n'
     )
     report = run(str(path), seed=0)

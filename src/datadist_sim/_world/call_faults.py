@@ -15,6 +15,7 @@ from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.transfer import timeout_code
 from datadist_sim._world.world import SimWorld
+from datadist_sim.faults import engine_codes
 from datadist_sim.faults.effects import DOOR_ACTIONS, at_door, door_effect
 from datadist_sim.faults.plan import Call
 
@@ -38,5 +39,9 @@ def meet_door_faults(world: SimWorld, node: Optional[ClusterNode], op: str) -> N
     if effect.timeout:
         wait = 1.0 if node is None else node.settings.sync_kv_timeout_ms / 1000.0
         world.elapse(wait)
+        # The operation's own timeout code in the caller's mode (``engine_codes``); a rule that says
+        # ``any_code`` may time out a call that has none, and gets the mode's transfer timeout code.
         code = LLMStatusCode.LLM_TIMEOUT if node is None else timeout_code(node.mode)
+        if node is not None:
+            code = engine_codes.timeout_code(op, node.engine_mode) or code
         raise SimError(code, f"timed out (fault rule {effect.rule!r})")

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Dict, List, Optional, Tuple
 
+from datadist_sim.faults.engine_codes import EngineMode, mode_of
+
 Endpoint = Tuple[str, int]
 
 
@@ -73,6 +75,8 @@ class ClusterNode:
     hixl: bool = field(init=False)
     """The instance runs the hixl transfer backend (one-sided links, no rank-table links); its settings
     are fixed at init, so this is worked out once."""
+    engine_mode: EngineMode = field(init=False)
+    """The mode whose codes its calls can give (``faults.engine_codes``), fixed at init as well."""
 
     @property
     def device_num(self) -> int:
@@ -80,6 +84,7 @@ class ClusterNode:
 
     def __post_init__(self) -> None:
         self.hixl = self.settings.transfer_backend == "hixl"
+        self.engine_mode = mode_of(self.mode is Mode.CACHE_MANAGER, self.hixl)
 
     def describe(self) -> str:
         return f"cluster {self.cluster_id} ({self.role.value}, {self.mode.value})"

@@ -18,6 +18,7 @@ from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.trace import Trace, TraceEvent
+from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.faults.plan import FaultPlan
 
 WILDCARD_IP = "0.0.0.0"
@@ -132,6 +133,12 @@ class SimWorld:
     def node(self, cluster_id: int) -> Optional[ClusterNode]:
         """The live instance with this id, if any."""
         return self._nodes.get(cluster_id)
+
+    def engine_mode(self, cluster_id: Optional[int]) -> Optional[EngineMode]:
+        """The engine mode of the instance with this id (live or killed), for the fault plan; None
+        when no instance has it."""
+        node = None if cluster_id is None else self._nodes.get(cluster_id)
+        return None if node is None else node.engine_mode
 
     @property
     def nodes(self) -> Tuple[ClusterNode, ...]:

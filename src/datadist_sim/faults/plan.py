@@ -20,8 +20,16 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 from datadist_sim.faults.effects import overridden
+from datadist_sim.faults.engine_codes import OUTSIDE, EngineMode
 from datadist_sim.faults.files import Scenario, load
-from datadist_sim.faults.rules import CALL_ACTIONS, TIMED_ACTIONS, WORLD_ACTIONS, Fault
+from datadist_sim.faults.rules import (
+    CALL_ACTIONS,
+    CODED_ACTIONS,
+    TIMED_ACTIONS,
+    WORLD_ACTIONS,
+    Fault,
+    refusal,
+)
 
 __all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "only_masked"]
 
@@ -41,6 +49,8 @@ class WorldHooks(Protocol):
     def memory(self) -> PoisonHooks: ...
 
     def now(self) -> float: ...
+
+    def engine_mode(self, cluster_id: Optional[int]) -> Optional[EngineMode]: ...
 
     def record(
         self,
@@ -74,6 +84,8 @@ class _State:
     poisoned: Dict[Tuple[int, int], None] = field(default_factory=dict)
     """Ranges a poison rule poisoned (an ordered set), for healing them with the rule."""
     prune_at: int = 64
+    refused: Dict[str, None] = field(default_factory=dict)
+    """Why the rule did not fire on calls it matched (the caller's mode cannot give its code), once each."""
 
 
 @dataclass(frozen=True)
@@ -105,11 +117,31 @@ class FaultPlan:
         for rule in rules:
             if not isinstance(rule, Fault):
                 raise TypeError(f"rule must be a Fault, got {type(rule).__name__}")
+            self._check_caller_mode(rule)
+        for rule in rules:
             with self._lock:
                 self._rules[rule] = _State()
             self._world.record(None, "fault.add", "ok", repr(rule), kind="event")
         self.tick()
         return rules[-1]
+
+    def _check_caller_mode(self, rule: Fault) -> None:
+        """A call rule that names its caller, an instance already up: the caller's mode is known, so a
+        code that mode cannot give on any of the rule's operations is a ValueError now."""
+        if rule.action not in CODED_ACTIONS or rule.cluster is None or not rule.op:
+            return
+        mode = self._world.engine_mode(rule.cluster)
+        if mode is None:
+            return
+        reasons = [refusal(rule, op, mode) for op in rule.op]
+        if all(reasons):
+            raise ValueError(f"cluster {rule.cluster}: {'; '.join(r for r in reasons if r)} ({OUTSIDE})")
+
+    def refused(self, rule: Fault) -> List[str]:
+        """Why ``rule`` did not fire on calls it matched: the callers' modes cannot give its code."""
+        with self._lock:
+            state = self._rules.get(rule)
+            return [] if state is None else list(state.refused)
 
     def remove(self, rule: Fault) -> None:
         """Take a rule out; what it did to the world (a partition, a cap) is undone."""
@@ -181,6 +213,7 @@ class FaultPlan:
         now = self._world.now()
         fired: List[Fault] = []
         world_fired: List[Fault] = []
+        refused: List[Tuple[Fault, str]] = []
         with self._lock:
             for rule, state in self._rules.items():
                 if state.healed or rule.op is None or call.op not in rule.op:
@@ -189,11 +222,22 @@ class FaultPlan:
                 is_world = rule.action in WORLD_ACTIONS
                 if not (wanted or (is_world and state.fired == 0)) or not _matches(rule, call, now):
                     continue
+                if wanted and rule.action in CODED_ACTIONS and not rule.any_code:
+                    # The caller's mode is known only now: a code it cannot give is not injected.
+                    mode = self._world.engine_mode(call.cluster)
+                    reason = None if mode is None else refusal(rule, call.op, mode)
+                    if reason is not None:
+                        if reason not in state.refused:
+                            state.refused[reason] = None
+                            refused.append((rule, reason))
+                        continue
                 state.seen += 1
                 if not self._fires(rule, state.seen):
                     continue
                 self._mark(rule, state, now)
                 (world_fired if is_world else fired).append(rule)
+        for rule, reason in refused:
+            self._world.record(call.cluster, f"fault.{rule.action}", "refused", f"{rule.name}: {reason}")
         for rule in world_fired:
             self._apply_world(rule)
         masked = overridden(call.op, fired)

@@ -17,7 +17,9 @@ from enum import Enum
 from typing import Optional, Protocol, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim.faults import engine_codes
 from datadist_sim.faults.checks import check_rule, closest
+from datadist_sim.faults.engine_codes import EngineMode
 
 CALL_ACTIONS = ("fail", "delay", "timeout", "cut_link", "poison")
 WORLD_ACTIONS = ("partition", "hang", "kill", "cap_pool", "exhaust_pool")
@@ -30,6 +32,9 @@ TRANSFER_OPS = frozenset(
 """Calls whose faults act inside the transfer engine (time, bytes, the link), not at the call's door."""
 LINK_OPS = frozenset({"link_clusters", "unlink_clusters"})
 """Calls whose faults act per remote cluster, on that cluster's entry in the returned list."""
+CODED_ACTIONS = ("fail", "timeout", "poison")
+"""Actions that make a call give a code of their own, which the engine must be able to give it
+(``engine_codes``); a delay or a cut link gives the call's timeout, which every transfer can give."""
 
 Ops = Union[str, Sequence[str], None]
 
@@ -82,6 +87,10 @@ class Fault:
     end_s: Optional[float] = None
     heal_after_s: Optional[float] = None
     name: str = ""
+    any_code: bool = False
+    """Inject the code even where the real engine could not give it (outside the engine's behaviour):
+    without it, a ``fail``, ``timeout`` or ``poison`` rule whose code the operation cannot give is a
+    ``ValueError``, or, when only the caller's mode rules it out, never fires on that caller."""
 
     def __post_init__(self) -> None:
         self.op = _ops(self.op)
@@ -97,12 +106,24 @@ class Fault:
         self.sequence = tuple(bool(x) for x in self.sequence)
         if not self.name:
             self.name = self.action
+        if not isinstance(self.any_code, bool):
+            raise ValueError(f"any_code must be True or False, got {self.any_code!r}")
+        for op in self.op or ():
+            if all(refusal(self, op, mode) for mode in engine_codes.modes()):
+                raise ValueError(
+                    f"{op} cannot {_outcome(self)} in any mode; it gives {engine_codes.describe(op)} "
+                    f"({engine_codes.OUTSIDE})"
+                )
 
     # -- constructors ---------------------------------------------------------------------------
 
     @classmethod
     def fail(cls, code: Union[LLMStatusCode, int, str], *, op: Ops = None, **when: object) -> Fault:
-        """The call fails with ``code``; nothing else changes (a link call reports it per cluster)."""
+        """The call fails with ``code``; nothing else changes (a link call reports it per cluster).
+
+        ``code`` must be one the operation can give in some mode (``engine_codes``), else ValueError
+        naming the codes it can give; a caller whose mode cannot give it is not hit (the plan says so).
+        ``any_code=True`` injects it anyway, outside the engine's behaviour."""
         return cls("fail", code=to_code(code), op=_ops(op), **when)  # type: ignore[arg-type]
 
     @classmethod
@@ -114,7 +135,10 @@ class Fault:
     def timeout(cls, *, landed: Optional[bool] = False, op: Ops = None, **when: object) -> Fault:
         """The call times out. ``landed``: False (the default) the bytes did not arrive; True they did,
         and a pull consumed the Prompt's key as a successful one does (a retry gets
-        ``LLM_KV_CACHE_NOT_EXIST``); None a seeded coin decides. A client cannot tell which from the code."""
+        ``LLM_KV_CACHE_NOT_EXIST``); None a seeded coin decides. A client cannot tell which from the code.
+        The call gives its mode's timeout code (``engine_codes.timeout_code``); an operation that cannot
+        time out in any mode is a ValueError, and one that cannot in the caller's mode is not hit
+        (``any_code=True`` times it out anyway, with the mode's transfer timeout code)."""
         return cls("timeout", landed=landed, op=_ops(op), **when)  # type: ignore[arg-type]
 
     @classmethod
@@ -169,6 +193,37 @@ class Fault:
             text = value.name if isinstance(value, LLMStatusCode) else repr(value)
             shown.append(f"{name}={text}")
         return f"Fault.{self.action}({', '.join(shown)})"
+
+
+def _outcome(rule: Fault) -> str:
+    """What ``rule`` makes a call do, as a verb phrase: ``give LLM_TIMEOUT``, ``time out``."""
+    if rule.action == "timeout":
+        return "time out"
+    return f"give {_code_of(rule).name}"
+
+
+def _code_of(rule: Fault) -> LLMStatusCode:
+    if rule.action == "poison":
+        remote = rule.side == "remote"
+        return LLMStatusCode.LLM_SUSPECT_REMOTE_ERROR if remote else LLMStatusCode.LLM_DEVICE_MEM_ERROR
+    assert rule.code is not None
+    return rule.code
+
+
+def refusal(rule: Fault, op: str, mode: EngineMode) -> Optional[str]:
+    """Why the real engine could not give ``op`` the outcome ``rule`` injects when the caller runs in
+    ``mode`` (a sentence naming the codes it can give), or None when it could (or the rule gives no
+    code of its own, or says ``any_code``)."""
+    if rule.any_code or rule.action not in CODED_ACTIONS:
+        return None
+    if rule.action == "poison" and op not in TRANSFER_OPS:
+        return None  # a poison rule acts inside transfers only; elsewhere it never fires
+    if rule.action == "timeout":
+        if engine_codes.timeout_code(op, mode) is not None:
+            return None
+    elif _code_of(rule) in engine_codes.codes_for(op, mode):
+        return None
+    return f"{op} cannot {_outcome(rule)} in {mode.value} mode; it gives {engine_codes.describe(op, [mode])}"
 
 
 def _ops(op: Ops) -> Optional[Tuple[str, ...]]:
