@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised only where hypothesis
         "pip install 'datadist-sim[test]' (or pip install hypothesis)"
     ) from exc
 
-from datadist_sim.explore.schedule import codes_for
+from datadist_sim.faults.engine_codes import fault_codes, modes
 from datadist_sim.faults.files import rule_from_spec
 from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS
 
@@ -65,7 +65,7 @@ def rule_specs(
     elif draw(st.booleans()):
         spec["cluster"] = cluster
     if kind == "fail":
-        spec["code"] = draw(st.sampled_from(list(codes_for(op))))
+        spec["code"] = draw(st.sampled_from(_codes(op)))
     elif kind == "delay":
         spec["seconds"] = draw(st.floats(0.001, 2.0 * horizon_s))
     elif kind == "timeout":
@@ -100,3 +100,9 @@ def schedules(
 ) -> Any:
     """A strategy of rule lists (``world.faults.add(*rules)``), shrinking towards fewer rules."""
     return st.lists(fault_rules(ops, clusters, kinds, horizon_s), min_size=min_rules, max_size=max_rules)
+
+
+def _codes(op: str) -> list[str]:
+    """The codes a fault at ``op`` may give in some mode (``engine_codes``; a caller whose mode cannot
+    give the one drawn is not hit)."""
+    return sorted({code.name for mode in modes() for code in fault_codes(op, mode)}) or ["LLM_FAILED"]

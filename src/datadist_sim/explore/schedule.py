@@ -15,45 +15,14 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._world.trace import TraceEvent
+from datadist_sim.faults import engine_codes
 from datadist_sim.faults.files import rule_from_spec
-from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS
+from datadist_sim.faults.rules import ACTIONS, CALL_ACTIONS, TRANSFER_OPS, WORLD_ACTIONS
 
 Spec = Dict[str, object]
 Schedule = List[Spec]
 
-CALL_KINDS = ("fail", "delay", "timeout", "cut_link", "poison")
-WORLD_KINDS = ("partition", "hang", "kill", "cap_pool", "exhaust_pool")
-
-# Codes each operation can give, after the status table's remedies (shared/reference/status_codes.txt:
-# a timeout of pull_cache/pull_blocks/transfer_cache_async needs a new link; LINK_FAILED and
-# UNLINK_FAILED come back in link_clusters'/unlink_clusters' second return value; LINK_BUSY for
-# concurrent pull_cache/transfer_cache_async/check_link_status on one link; OUT_OF_MEMORY in CacheManager
-# mode only). The first code of a row is the one the systematic pass injects.
-_TRANSFER_CODES = (
-    "LLM_TIMEOUT",
-    "LLM_WAIT_PROCESS_TIMEOUT",
-    "LLM_LINK_BUSY",
-    "LLM_NOT_YET_LINK",
-    "LLM_KV_CACHE_NOT_EXIST",
-    "LLM_SUSPECT_REMOTE_ERROR",
-    "LLM_FAILED",
-)
-OP_CODES: Dict[str, Tuple[str, ...]] = {
-    **dict.fromkeys(TRANSFER_OPS, _TRANSFER_CODES),
-    "link_clusters": ("LLM_LINK_FAILED", "LLM_PROCESSING_LINK", "LLM_ALREADY_LINK", "LLM_TIMEOUT"),
-    "unlink_clusters": ("LLM_UNLINK_FAILED", "LLM_NOTIFY_PROMPT_UNLINK_FAILED", "LLM_PROCESSING_LINK"),
-    "check_link_status": ("LLM_NOT_YET_LINK", "LLM_LINK_BUSY", "LLM_FAILED"),
-    "allocate_cache": ("LLM_OUT_OF_MEMORY", "LLM_DEVICE_OUT_OF_MEMORY", "LLM_PARAM_INVALID"),
-    "allocate_blocks_cache": ("LLM_OUT_OF_MEMORY", "LLM_PARAM_INVALID"),
-    "register_cache": ("LLM_PARAM_INVALID", "LLM_FAILED"),
-    "switch_role": ("LLM_EXIST_LINK", "LLM_FEATURE_NOT_ENABLED"),
-}
-DEFAULT_CODES = ("LLM_FAILED", "LLM_PARAM_INVALID")
 _REQ = re.compile(r"req_id=(\d+)")
-
-
-def codes_for(op: str) -> Tuple[str, ...]:
-    return OP_CODES.get(op, DEFAULT_CODES)
 
 
 @dataclass(frozen=True)
@@ -75,9 +44,14 @@ class Baseline:
     calls: List[CallSite] = field(default_factory=list)
     clusters: List[int] = field(default_factory=list)
     sim_time: float = 0.0
+    modes: Dict[int, str] = field(default_factory=dict)
+    """Each cluster's engine mode (``engine_codes.EngineMode`` values), which decides the codes a fault
+    at its calls may give."""
 
     @classmethod
-    def from_trace(cls, events: Sequence[TraceEvent], sim_time: float) -> Baseline:
+    def from_trace(
+        cls, events: Sequence[TraceEvent], sim_time: float, modes: Optional[Dict[int, str]] = None
+    ) -> Baseline:
         counts: Dict[Tuple[str, Optional[int]], int] = {}
         calls: List[CallSite] = []
         clusters: List[int] = []
@@ -91,7 +65,7 @@ class Baseline:
             found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
             req = int(found.group(1)) if found else None
             calls.append(CallSite(event.op, event.cluster_id, counts[key], req, event.time))
-        return cls(calls, sorted(clusters), sim_time)
+        return cls(calls, sorted(clusters), sim_time, dict(modes or {}))
 
     @property
     def ops(self) -> List[str]:
@@ -99,6 +73,22 @@ class Baseline:
 
     def others(self, cluster: Optional[int]) -> List[int]:
         return [c for c in self.clusters if c != cluster] or list(self.clusters)
+
+    def _modes(self, site: CallSite) -> Tuple[engine_codes.EngineMode, ...]:
+        mode = self.modes.get(site.cluster) if site.cluster is not None else None
+        return (engine_codes.to_mode(mode),) if mode is not None else engine_codes.modes()
+
+    def codes(self, site: CallSite) -> Tuple[str, ...]:
+        """The codes a fault at ``site`` may give: what the engine gives the operation in the caller's
+        mode (``engine_codes.fault_codes``; every mode's when the mode is not known), the code the
+        systematic pass injects first."""
+        rows = [engine_codes.fault_codes(site.op, mode) for mode in self._modes(site)]
+        names = [code.name for code in rows[0]] if rows else []
+        return tuple(n for n in names if all(n in {c.name for c in r} for r in rows[1:]))
+
+    def can_time_out(self, site: CallSite) -> bool:
+        """Whether the engine can time ``site``'s operation out in the caller's mode."""
+        return all(engine_codes.timeout_code(site.op, mode) is not None for mode in self._modes(site))
 
 
 def run_seed(seed: int, index: int) -> int:
@@ -127,11 +117,14 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
     if site.cluster is not None:
         where["cluster"] = site.cluster
     if kind == "fail":
-        yield {"action": "fail", "code": codes_for(site.op)[0], **where}
+        codes = baseline.codes(site)
+        if codes:
+            yield {"action": "fail", "code": codes[0], **where}
     elif kind == "delay":
         yield {"action": "delay", "seconds": 5.0, **where}
     elif kind == "timeout":
-        yield {"action": "timeout", "landed": False, **where}
+        if baseline.can_time_out(site):
+            yield {"action": "timeout", "landed": False, **where}
     elif kind in ("cut_link", "poison"):
         if site.op in TRANSFER_OPS:
             yield {"action": kind, **where}
@@ -170,7 +163,7 @@ def ambiguous(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Spec]:
         where: Spec = {"op": site.op, "nth": site.nth}
         if site.cluster is not None:
             where["cluster"] = site.cluster
-        if "timeout" in kinds:
+        if "timeout" in kinds and baseline.can_time_out(site):
             yield {"action": "timeout", "landed": True, **where}
             yield {"action": "timeout", "landed": False, **where}
         if "kill" in kinds:
@@ -201,7 +194,7 @@ def systematic(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Schedule]:
                 if rule not in tried:
                     yield [rule]
     for site, first in singles:
-        if first["action"] not in CALL_KINDS:
+        if first["action"] not in CALL_ACTIONS:
             continue
         retry = CallSite(site.op, site.cluster, site.nth + 1, site.req_id)
         for kind in kinds:
@@ -226,7 +219,7 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
         sites = [s for s in sites if s.op in TRANSFER_OPS] or sites
     site = rng.choice(sites)
     spec: Spec = {"action": kind}
-    if kind in WORLD_KINDS or (kind == "cut_link" and rng.random() < 0.3):
+    if kind in WORLD_ACTIONS or (kind == "cut_link" and rng.random() < 0.3):
         spec.update(_world_target(rng, baseline, kind, site))
         if rng.random() < 0.5 or kind == "cut_link":
             spec["start_s"] = round(rng.uniform(0.0, horizon), 6)
@@ -239,7 +232,10 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     if site.cluster is not None and rng.random() < 0.7:
         spec["cluster"] = site.cluster
     if kind == "fail":
-        spec["code"] = rng.choice(codes_for(site.op))
+        codes = baseline.codes(site)
+        if not codes:  # the operation gives no code a fault could: time it out or slow it instead
+            return _rule(rng, baseline, "delay")
+        spec["code"] = rng.choice(codes)
     elif kind == "delay":
         spec["seconds"] = round(10 ** rng.uniform(-3, 1.3), 6)  # 1 ms to ~20 s: past most timeouts
     elif kind == "timeout":
