@@ -146,7 +146,9 @@ def test_run_client_exits_1_when_no_fault_fired_and_the_promised_code_never_came
 ) -> None:
     """README, "Faults, scenarios and the trace": run exits 1 when a promised code did not appear; with
     --client that holds when nothing fired (the run tested nothing), here a rule for another cluster."""
-    (project / "elsewhere.toml").write_text(BUSY_ONCE.replace('op = "pull_cache"', 'op = "pull_cache"\ncluster = 42'))
+    (project / "elsewhere.toml").write_text(
+        BUSY_ONCE.replace('op = "pull_cache"', 'op = "pull_cache"\ncluster = 42')
+    )
     assert main(["run", "elsewhere.toml", "--client", "h17_user_client:careful"]) == 1
     out = capsys.readouterr().out
     assert "no fault fired and the promised codes never reached the client" in out

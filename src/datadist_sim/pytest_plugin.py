@@ -176,13 +176,13 @@ class _Module(pytest.Module):
 
     def _getobj(self) -> Any:
         try:
-            return super()._getobj()
+            return super()._getobj()  # type: ignore[no-untyped-call]
         except self.CollectError as exc:
             cause = exc.__cause__
             if not (isinstance(cause, ModuleNotFoundError) and cause.name == "llm_datadist"):
                 raise
         with _fake_installed():
-            return super()._getobj()
+            return super()._getobj()  # type: ignore[no-untyped-call]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = "tests.explore.targets:blocks_on_a_socket"
 
 
-def _cli(*argv: str, timeout: float = 120.0) -> "subprocess.CompletedProcess[str]":
+def _cli(*argv: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """The command in a fresh interpreter, where no ``llm_datadist`` is importable until the fake is."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
@@ -50,7 +50,8 @@ def test_a_thread_blocked_on_a_socket_read_is_a_hang_with_each_threads_stack() -
         assert result.signature == "hang"
         assert "where each thread was waiting" in result.failure
         assert "in listen" in result.failure  # the listener's frame, blocked in recv
-        assert result.where.startswith("tests/explore/targets.py:") and result.where.endswith("blocks_on_a_socket")
+        assert result.where.startswith("tests/explore/targets.py:")
+        assert result.where.endswith("blocks_on_a_socket")
         after = workers.one(Job(1, 1, []))  # a new worker takes the next run
         assert after.signature == "hang"
 

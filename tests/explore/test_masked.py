@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 import pytest
+from tests.explore import clients
 
 from datadist_sim import Fault, SimWorld
 from datadist_sim.explore import Limits
@@ -14,9 +15,9 @@ from datadist_sim.explore.run import run_one
 from datadist_sim.faults.plan import never_fired, only_masked
 from datadist_sim.scenarios import Scenario
 from datadist_sim.scenarios.client_run import fake_installed, run_client
-from tests.explore import clients
 
 pytest_plugins = ["pytester"]
+
 
 def pulls(world: SimWorld) -> None:
     """The careful connector's pulls, its rules left in the plan afterwards (``careful`` clears them)."""
@@ -58,7 +59,8 @@ def test_the_client_run_summary_says_masked() -> None:
     scenario = Scenario(name="masked", rule_specs=tuple(FAIL_THEN_TIMEOUT))
     report = run_client(pulls, scenario)
     assert report.faults_fired == 1
-    assert len(report.masked) == 1 and "Fault.timeout" in report.masked[0]
+    assert len(report.masked) == 1
+    assert "Fault.timeout" in report.masked[0]
     assert "rule masked" in report.render()
     assert report.never_fired == []
 
@@ -79,4 +81,6 @@ def test_the_pytest_failure_report_says_masked(pytester: pytest.Pytester) -> Non
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    assert "rule masked (matched, but another rule on the same call won): Fault.timeout" in result.stdout.str()
+    assert (
+        "rule masked (matched, but another rule on the same call won): Fault.timeout" in result.stdout.str()
+    )

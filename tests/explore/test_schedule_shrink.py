@@ -55,8 +55,12 @@ def test_systematic_pass_puts_the_ambiguous_timeouts_first_then_each_call_kind_a
 def test_systematic_pass_breaks_the_link_between_two_pulls_of_one_request() -> None:
     events = [
         TraceEvent(0.0, 2, "link_clusters", "LLM_SUCCESS", kind="call"),
-        TraceEvent(0.05, 2, "pull_blocks", "LLM_SUCCESS", args="CacheKey(cluster_id=1, req_id=4)", kind="call"),
-        TraceEvent(0.07, 2, "pull_blocks", "LLM_SUCCESS", args="CacheKey(cluster_id=1, req_id=4)", kind="call"),
+        TraceEvent(
+            0.05, 2, "pull_blocks", "LLM_SUCCESS", args="CacheKey(cluster_id=1, req_id=4)", kind="call"
+        ),
+        TraceEvent(
+            0.07, 2, "pull_blocks", "LLM_SUCCESS", args="CacheKey(cluster_id=1, req_id=4)", kind="call"
+        ),
         TraceEvent(0.07, 1, "node.init", "ok"),
     ]
     base = Baseline.from_trace(events, 0.07)
@@ -142,7 +146,14 @@ def test_shrink_ends_on_a_partition_from_a_time_that_stays_not_one_tied_to_a_pol
         return result
 
     start: Schedule = [
-        {"action": "partition", "cluster": 2, "remote": 1, "op": "check_link_status", "nth": 4, "heal_after_s": 0.0009}
+        {
+            "action": "partition",
+            "cluster": 2,
+            "remote": 1,
+            "op": "check_link_status",
+            "nth": 4,
+            "heal_after_s": 0.0009,
+        }
     ]
     failing = check(start)
     best, _ = shrink(failing, check)

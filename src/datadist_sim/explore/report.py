@@ -102,7 +102,9 @@ def failure_text(result: RunResult, title: str) -> List[str]:
     if result.readings:
         lines.append(readings_line(result))
     if result.masked:
-        lines.append(f"rules masked (matched, but another rule on the same call won): {_counts(result.masked)}")
+        lines.append(
+            f"rules masked (matched, but another rule on the same call won): {_counts(result.masked)}"
+        )
     if result.trace_tail:
         around = "around the first fault that fired" if result.fired else "the last"
         lines.append(f"{len(result.trace_tail)} trace events, {around}:")
@@ -140,10 +142,14 @@ def _found_lines(number: int, found: Found, target: str, path: Optional[Path]) -
     head = f"[{number}] {found.group}: {found.count} run(s), first run {found.first.index}"
     shrunk = found.shrunk
     if shrunk is None:
-        return [head + " (not shrunk: too many distinct failures)", *(f"  {r}" for r in rule_lines(found.first.schedule))]
+        return [
+            head + " (not shrunk: too many distinct failures)",
+            *(f"  {r}" for r in rule_lines(found.first.schedule)),
+        ]
     lines = [
         head,
-        f"shrunk from {len(found.first.schedule)} to {len(shrunk.schedule)} rule(s) in {found.shrink_runs} runs:",
+        f"shrunk from {len(found.first.schedule)} to {len(shrunk.schedule)} rule(s) "
+        f"in {found.shrink_runs} runs:",
         *(f"  {line}" for line in rule_lines(shrunk.schedule)),
         *failure_text(shrunk, "failure"),
     ]

@@ -175,7 +175,12 @@ def ambiguous(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Spec]:
             continue
         for other in baseline.others(before.cluster):
             if other != before.cluster:
-                yield {"action": "cut_link", "cluster": before.cluster, "remote": other, "start_s": before.time}
+                yield {
+                    "action": "cut_link",
+                    "cluster": before.cluster,
+                    "remote": other,
+                    "start_s": before.time,
+                }
 
 
 def systematic(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Schedule]:

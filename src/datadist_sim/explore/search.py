@@ -160,7 +160,9 @@ def load(target: Union[str, Target]) -> Target:
     return loaded
 
 
-def baseline_of(target: Target, options: Options, workers: Optional[Workers] = None) -> Tuple[RunResult, Baseline, int]:
+def baseline_of(
+    target: Target, options: Options, workers: Optional[Workers] = None
+) -> Tuple[RunResult, Baseline, int]:
     """The fault-free run: its verdict, what it called, and how many calls it made."""
     job = Job(-1, options.seed, [], want_baseline=True)
     if workers is None:

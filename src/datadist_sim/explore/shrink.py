@@ -26,7 +26,8 @@ _NTH_TRIES = 8
 
 
 def shrink(failing: RunResult, check: Check, *, budget: int = MAX_SHRINK_RUNS) -> Tuple[RunResult, int]:
-    """The smallest failing run found from ``failing`` (same seed, signature and place), and the runs it took."""
+    """The plainest failing run found from ``failing`` (same seed, signature and place), and the runs
+    it took."""
     best = failing
     runs = 0
     progress = True

@@ -10,14 +10,15 @@ The driver times each run: a worker that has not answered once the wall bound (p
 the worker's own clock check reports a hang that touches the world first) has passed gets ``SIGUSR1``,
 on which ``faulthandler`` (registered once per worker: nothing is armed per run) writes every thread's
 stack to a file, even while the threads block in the kernel; then the driver kills it, reads the dump
-and reports that run as a hang showing where each thread waited. A new worker takes over the jobs left. Workers end with ``os._exit``, so the target's threads never hold
-them (or the driver) open.
+and reports that run as a hang showing where each thread waited. A new worker takes over the jobs
+left. Workers end with ``os._exit``, so the target's threads never hold them (or the driver) open.
 
 Forking is Linux's (and the driver holds no threads of the target's: it never runs it itself).
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import os
@@ -95,9 +96,7 @@ class Workers:
     ) -> List[RunResult]:
         """Each job's result, in job order; a worker that hangs is replaced and its run reported."""
         results: Dict[int, RunResult] = {}
-        queue: Deque[List[Job]] = deque(
-            list(jobs[i : i + BATCH]) for i in range(0, len(jobs), BATCH) if jobs
-        )
+        queue: Deque[List[Job]] = deque(list(jobs[i : i + BATCH]) for i in range(0, len(jobs), BATCH) if jobs)
         busy: List[_Worker] = []
         position = {id(job): n for n, job in enumerate(jobs)}
         try:
@@ -259,16 +258,12 @@ def _dump_stacks(worker: _Worker) -> None:
 
 
 def _stop(worker: _Worker, *, gently: bool) -> None:
-    try:
+    with contextlib.suppress(OSError):
         worker.conn.close()
-    except OSError:
-        pass
     worker.process.join(0.5 if gently else 0.0)
     if worker.process.is_alive():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(worker.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         worker.process.join(1.0)
 
 
