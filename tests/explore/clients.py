@@ -180,3 +180,55 @@ def twice(world: SimWorld) -> None:
 
 def landed(world: SimWorld) -> None:
     _check(world, Landed)
+
+
+class Both(Connector):
+    """Two bugs in two places: the landed timeout's missing key, and the second timeout's retry."""
+
+    missing_key_guarded = False
+    second_timeout_guarded = False
+
+
+def both(world: SimWorld) -> None:
+    _check(world, Both)
+
+
+RANKS = {P_ID: 0, D_ID: 1}
+RANK_TABLE = json.dumps(
+    {
+        "version": "1.2",
+        "server_count": "2",
+        "status": "completed",
+        "server_list": [
+            {
+                "server_id": f"s{rank}",
+                "device": [{"device_id": "0", "device_ip": f"10.0.0.{rank + 1}", "rank_id": str(rank)}],
+            }
+            for rank in range(2)
+        ],
+    }
+)
+
+
+def trusts_the_link(world: SimWorld) -> None:
+    """A rank-table connector that, after a timed-out pull, gives that request up and pulls the next on
+    the same link (as the hixl code allows: the stream is aborted, the link kept); under the status
+    table's reading that link is broken, and the next pull's ``LLM_NOT_YET_LINK`` escapes it."""
+    import llm_datadist as llm
+
+    p = llm.LLMDataDist(llm.LLMRole.PROMPT, P_ID)
+    p.init(_options())
+    d = llm.LLMDataDist(llm.LLMRole.DECODER, D_ID)
+    d.init(_options())
+    p.link("pd", RANKS, RANK_TABLE)
+    comm = d.link("pd", RANKS, RANK_TABLE)
+    while d.query_register_mem_status(comm) is llm.RegisterMemStatus.PREPARING:
+        pass
+    p.cache_manager.allocate_cache(_desc(llm, REQUESTS), [llm.CacheKey(P_ID, r) for r in range(REQUESTS)])
+    dst = d.cache_manager.allocate_cache(_desc(llm, REQUESTS))
+    for req in range(REQUESTS):
+        try:
+            d.cache_manager.pull_cache(llm.CacheKey(P_ID, req), dst, batch_index=req)
+        except llm.LLMException as exc:
+            if exc.status_code != llm.LLMStatusCode.LLM_TIMEOUT:
+                raise RuntimeError(f"unhandled {exc.status_code.name} after a timed-out pull") from exc
