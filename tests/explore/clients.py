@@ -13,7 +13,7 @@ request it calls served holds the Prompt's bytes.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Type
 
 import numpy as np
 
@@ -44,13 +44,13 @@ def _cluster(llm: Any) -> Any:
     return info
 
 
-def _prompt(llm: Any) -> Optional[Tuple[Any, Any]]:
+def _prompt(llm: Any, requests: int = REQUESTS) -> Optional[Tuple[Any, Any]]:
     """The Prompt side: not under test, so a fault that stops it setting up ends the run quietly."""
     try:
         dd = llm.LLMDataDist(llm.LLMRole.PROMPT, P_ID)
         dd.init(_options(f"{PROMPT_IP}:{PORT}"))
-        keys = [llm.CacheKey(P_ID, r) for r in range(REQUESTS)]
-        src = dd.cache_manager.allocate_cache(_desc(llm, REQUESTS), keys)
+        keys = [llm.CacheKey(P_ID, r) for r in range(requests)]
+        src = dd.cache_manager.allocate_cache(_desc(llm, requests), keys)
     except llm.LLMException:
         return None
     for i, view in enumerate(tensor_views(src)):
@@ -64,6 +64,7 @@ class Connector:
     retry_relinks = True
     second_timeout_guarded = True
     missing_key_guarded = True
+    requests = REQUESTS
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -121,12 +122,12 @@ class Connector:
         try:
             self.dd = llm.LLMDataDist(llm.LLMRole.DECODER, D_ID)
             self.dd.init(_options())
-            self.dst = self.dd.cache_manager.allocate_cache(_desc(llm, REQUESTS))
+            self.dst = self.dd.cache_manager.allocate_cache(_desc(llm, self.requests))
             if not self.relink():
                 return served
         except llm.LLMException:
             return served
-        for req in range(REQUESTS):
+        for req in range(self.requests):
             try:
                 if self.pull(req):
                     served.append(req)
@@ -148,10 +149,10 @@ class Landed(Connector):
     missing_key_guarded = False
 
 
-def _check(world: SimWorld, connector_type: type) -> None:
+def _check(world: SimWorld, connector_type: Type[Connector]) -> None:
     import llm_datadist
 
-    prompt = _prompt(llm_datadist)
+    prompt = _prompt(llm_datadist, connector_type.requests)
     if prompt is None:
         return
     want = [view.copy() for view in tensor_views(prompt[1])]
@@ -180,6 +181,16 @@ def twice(world: SimWorld) -> None:
 
 def landed(world: SimWorld) -> None:
     _check(world, Landed)
+
+
+class Twenty(Connector):
+    """The careful connector serving 20 requests (explore's throughput benchmark)."""
+
+    requests = 20
+
+
+def careful_20(world: SimWorld) -> None:
+    _check(world, Twenty)
 
 
 class Both(Connector):
