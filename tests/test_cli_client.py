@@ -51,7 +51,7 @@ def _pull_once(world, retry_busy):
             if not (retry_busy and exc.status_code == LLMStatusCode.LLM_TIMEOUT):
                 raise
             world.clock.sleep(0.01)
-    raise AssertionError("still busy after 3 tries")
+    raise AssertionError("still timing out after 3 tries")
 
 
 def careful(world):

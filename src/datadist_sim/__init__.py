@@ -27,6 +27,7 @@ from datadist_sim._world.current import activate as activate
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.current import default_world as default_world
 from datadist_sim._world.current import reset_default_world as reset_default_world
+from datadist_sim._world.errors import MemoryAccessError as MemoryAccessError
 from datadist_sim._world.trace import TraceEvent as TraceEvent
 from datadist_sim._world.trace import read_jsonl as read_trace
 from datadist_sim._world.trace import summarise as summarise_trace
@@ -45,6 +46,7 @@ __all__ = [
     "FaultPlan",
     "LLMException",
     "LLMStatusCode",
+    "MemoryAccessError",
     "TraceEvent",
     "read_trace",
     "summarise_trace",

@@ -9,6 +9,10 @@ drop it. One call counts once for each distinct code it gave the client: the cod
 the per-cluster codes ``link_clusters``/``unlink_clusters`` return and the per-config results of
 ``CacheTask.get_results``. Outcomes that are Python exceptions (``TypeError``, ``ValueError``...) are
 counted apart: they are not status codes.
+
+It also notes the engine mode of every instance brought up (``trace.observe_nodes``), and measures the
+codes received against those the real engine can give in those modes (``faults.engine_codes``): a code
+no operation can give in ``v2`` mode is no gap of a ``v2`` client's tests.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_table import STATUS_TABLE
 from datadist_sim._world import trace
 from datadist_sim._world.trace import TraceEvent
+from datadist_sim.faults import engine_codes
 
 __all__ = ["CodeCoverage"]
 
@@ -40,8 +45,11 @@ class CodeCoverage:
         self.per_code: Counter[str] = Counter()
         self.per_op: Dict[str, Counter[str]] = {}
         self.exceptions: Counter[str] = Counter()
+        self.modes: Counter[str] = Counter()
+        """Instances brought up, per engine mode (``engine_codes.EngineMode`` value)."""
         self._lock = threading.Lock()
         self._stop: Optional[Callable[[], None]] = None
+        self._stop_nodes: Optional[Callable[[], None]] = None
 
     # -- counting ------------------------------------------------------------------------------------
 
@@ -64,16 +72,25 @@ class CodeCoverage:
                     ops = self.per_op[code] = Counter()
                 ops[op] += 1
 
+    def note_mode(self, mode: str) -> None:
+        """An instance of engine mode ``mode`` came up."""
+        with self._lock:
+            self.modes[mode] += 1
+
     def start(self) -> CodeCoverage:
         """Count every call of every world from now on (until ``stop``); returns self."""
         if self._stop is None:
             self._stop = trace.observe_calls(self.count)
+            self._stop_nodes = trace.observe_nodes(self.note_mode)
         return self
 
     def stop(self) -> None:
         if self._stop is not None:
             self._stop()
             self._stop = None
+        if self._stop_nodes is not None:
+            self._stop_nodes()
+            self._stop_nodes = None
 
     def reset(self) -> None:
         """Forget the counts (a forked child starts from none; its parent keeps its own)."""
@@ -81,6 +98,7 @@ class CodeCoverage:
         self.per_code.clear()
         self.per_op.clear()
         self.exceptions.clear()
+        self.modes.clear()
         self._lock = threading.Lock()  # the parent's lock may have been held at the fork
 
     def merge(self, other: CodeCoverage) -> None:
@@ -89,6 +107,7 @@ class CodeCoverage:
             self.calls += other.calls
             self.per_code.update(other.per_code)
             self.exceptions.update(other.exceptions)
+            self.modes.update(other.modes)
             for code, ops in other.per_op.items():
                 self.per_op.setdefault(code, Counter()).update(ops)
 
@@ -100,18 +119,35 @@ class CodeCoverage:
             info.name for info in STATUS_TABLE.values() if info.name != _SUCCESS and self.per_code[info.name]
         ]
 
+    def used_modes(self) -> List[engine_codes.EngineMode]:
+        """The engine modes of the instances brought up while counting, in table order."""
+        return [mode for mode in engine_codes.modes() if self.modes[mode.value]]
+
+    def reachable(self) -> List[str]:
+        """The codes other than ``LLM_SUCCESS`` the real engine can give some operation in the modes
+        used (every code of the status table when no instance was seen), in table order."""
+        used = self.used_modes()
+        if not used:
+            return [info.name for info in STATUS_TABLE.values() if info.name != _SUCCESS]
+        codes = engine_codes.union(engine_codes.OPS, used)
+        return [info.name for info in STATUS_TABLE.values() if info.code in codes and info.name != _SUCCESS]
+
     def never_received(self) -> List[str]:
-        """The codes of the status table that never reached client code, in table order."""
-        return [info.name for info in STATUS_TABLE.values() if not self.per_code[info.name]]
+        """The codes the engine can give in the modes used (``reachable``) that never reached client
+        code, in table order (with no instance seen: every code of the status table)."""
+        if not self.used_modes():
+            return [info.name for info in STATUS_TABLE.values() if not self.per_code[info.name]]
+        return [name for name in self.reachable() if not self.per_code[name]]
 
     def meets(self, fail_under: int) -> bool:
         """At least ``fail_under`` distinct codes other than ``LLM_SUCCESS`` reached client code."""
         return len(self.failure_codes()) >= fail_under
 
     def report(self, fail_under: Optional[int] = None) -> str:
-        """The table: per code received, how often and from which operations; then every documented
-        condition (a row of the status table) that was never exercised; then the verdict."""
-        others = len(STATUS_TABLE) - 1
+        """The table: per code received, how often and from which operations; then every code the
+        engine gives in the modes used (every documented condition of the status table, when no
+        instance was seen) that no call exercised; then the verdict."""
+        used = self.used_modes()
         got = self.failure_codes()
         lines = [f"status codes that reached client code, over {self.calls} API calls:"]
         rows = [
@@ -125,8 +161,12 @@ class CodeCoverage:
             lines.append(f"Python exceptions (argument checks, not status codes): {shown}")
         missing = [STATUS_TABLE[LLMStatusCode[name]] for name in self.never_received()]
         lines.append("")
+        where = ", ".join(f"{mode.value} ({self.modes[mode.value]} instances)" for mode in used)
+        if used:
+            lines.append(f"engine modes used: {where}")
         if missing:
-            lines.append(f"documented conditions never exercised ({len(missing)} codes):")
+            what = "codes the engine gives in these modes" if used else "documented conditions"
+            lines.append(f"{what} never exercised ({len(missing)} codes):")
             lines.append(
                 _table(
                     [[info.name, info.retryable, info.description] for info in missing],
@@ -134,12 +174,34 @@ class CodeCoverage:
                 )
             )
         else:
-            lines.append("every documented condition of the status table was exercised")
-        verdict = (
-            f"error-path coverage: {len(got)} of {others} codes other than {_SUCCESS} reached client code"
-        )
+            lines.append(
+                "every code the engine gives in these modes was exercised"
+                if used
+                else "every documented condition of the status table was exercised"
+            )
+        reachable = self.reachable()
+        if used:
+            outside = [name for name in got if name not in reachable]
+            if outside:
+                lines.append(
+                    f"received but not given by the engine in these modes (a rule with any_code, or a "
+                    f"documented reading the simulator offers): {', '.join(outside)}"
+                )
+            inside = len([name for name in got if name in reachable])
+            modes_text = ", ".join(mode.value for mode in used)
+            verdict = (
+                f"error-path coverage: {inside} of {len(reachable)} codes the engine gives in "
+                f"{modes_text} mode{'s' if len(used) > 1 else ''} reached client code"
+            )
+        else:
+            others = len(STATUS_TABLE) - 1
+            verdict = (
+                f"error-path coverage: {len(got)} of {others} codes other than {_SUCCESS} reached client code"
+            )
         if fail_under is not None:
-            verdict += f" (required: {fail_under}; {'met' if self.meets(fail_under) else 'NOT met'})"
+            verdict += (
+                f" (required: {fail_under}; {'met' if self.meets(fail_under) else 'NOT met'})"
+            )
         lines.append(verdict)
         return "\n".join(lines)
 
@@ -156,6 +218,7 @@ class CodeCoverage:
                 "calls": self.calls,
                 "per_op": {code: dict(ops) for code, ops in sorted(self.per_op.items())},
                 "exceptions": dict(self.exceptions),
+                "modes": dict(self.modes),
             }
 
     def dump(self, path: Path) -> None:
@@ -175,6 +238,7 @@ class CodeCoverage:
             coverage.per_op[code] = Counter({op: int(n) for op, n in ops.items()})
             coverage.per_code[code] = sum(coverage.per_op[code].values())
         coverage.exceptions = Counter({name: int(n) for name, n in data["exceptions"].items()})
+        coverage.modes = Counter({mode: int(n) for mode, n in data.get("modes", {}).items()})
         return coverage
 
     @classmethod

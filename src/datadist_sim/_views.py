@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
+from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import address_space
 from datadist_sim._world.current import current_world
+from datadist_sim._world.errors import MemoryAccessError, SimError
 from datadist_sim._world.world import SimWorld
 
 if TYPE_CHECKING:
@@ -30,6 +32,10 @@ def tensor_views(
     ``shape``/``dtype`` default to the cache's description; for raw addresses both are required. A
     ``KvCache`` gives the tensors of device ``device_index``. Views alias the cache memory: writing into
     one is writing into the cache. ``world`` defaults to the current world.
+
+    Memory that cannot be handed out raises ``datadist_sim.MemoryAccessError`` (its ``code`` says why:
+    ``LLM_DEVICE_MEM_ERROR`` for a poisoned range, ``LLM_PARAM_INVALID`` for freed or foreign memory,
+    ``LLM_FEATURE_NOT_ENABLED`` in a metadata-only world); no view is returned for any tensor then.
     """
     from datadist_sim.llm_datadist.data_type import DataType
     from datadist_sim.llm_datadist.v2.llm_types import Cache, KvCache
@@ -38,7 +44,14 @@ def tensor_views(
     if isinstance(cache, Cache):
         addrs: Sequence[int] = cache.tensor_addrs
     elif isinstance(cache, KvCache):
-        addrs = cache.per_device_tensor_addrs[device_index]
+        per_device = cache.per_device_tensor_addrs
+        if not per_device:  # a deallocated KvCache keeps no addresses
+            raise MemoryAccessError(
+                LLMStatusCode.LLM_PARAM_INVALID, "the KvCache was deallocated: no tensors"
+            )
+        if not 0 <= device_index < len(per_device):
+            raise ValueError(f"device_index {device_index} is out of range for {len(per_device)} device(s)")
+        addrs = per_device[device_index]
     else:
         addrs = list(cache)
     if isinstance(cache, (Cache, KvCache)):
@@ -52,4 +65,7 @@ def tensor_views(
         np_dtype: npt.DTypeLike = data_type.dtype_to_np_dtype[dtype]
     else:
         np_dtype = dtype
-    return address_space.tensor_views(space, addrs, shape, np.dtype(np_dtype))
+    try:
+        return address_space.tensor_views(space, addrs, shape, np.dtype(np_dtype))
+    except SimError as exc:
+        raise MemoryAccessError(exc.code, exc.message) from None

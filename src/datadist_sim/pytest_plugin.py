@@ -34,7 +34,7 @@ from datadist_sim._coverage import CodeCoverage
 from datadist_sim._install import installed, is_installed
 from datadist_sim._world.clock import VirtualClock
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.faults.plan import never_fired, only_masked
+from datadist_sim.faults.plan import only_masked, unfired_notes
 from datadist_sim.timepatch import patch_time
 
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
@@ -349,7 +349,7 @@ def _failure_section(item: pytest.Item, world: SimWorld) -> str:
             f"simulated time: {world.now():.6f} s",
             f"last {len(lines)} of {world.trace.total} trace events:",
             *(f"  {line}" for line in lines),
-            *(f"rule never fired: {rule!r}" for rule in never_fired(world.faults)),
+            *(f"rule never fired: {note}" for note in unfired_notes(world.faults)),
             *(
                 f"rule masked (matched, but another rule on the same call won): {rule!r}"
                 for rule in only_masked(world.faults)

@@ -3,7 +3,10 @@ hypothesis' own shrinking to ``datadist-sim explore``.
 
 ``fault_rules(ops=..., clusters=...)`` draws one ``Fault``; ``schedules(...)`` a list of them. Each
 rule is drawn as the explore command draws its swarm rules (kinds, codes an operation can give, counts,
-windows, probabilities), only by hypothesis, so a failing example shrinks to a small rule list::
+windows, probabilities), only by hypothesis, so a failing example shrinks to a small rule list. The codes
+come from the engine's table (``datadist_sim.faults.engine_codes``): pass ``modes=["v2"]`` (or
+``"hixl"``, ``"v2-kv"``, ``"v1"``) for the modes your client runs, and every drawn ``fail`` or ``timeout``
+is one the engine can give there (by default, one some mode can give)::
 
     from hypothesis import given
     from datadist_sim.strategies import schedules
@@ -20,7 +23,7 @@ raises ``ImportError`` saying so.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 try:
     from hypothesis import strategies as st
@@ -30,14 +33,29 @@ except ImportError as exc:  # pragma: no cover - exercised only where hypothesis
         "pip install 'datadist-sim[test]' (or pip install hypothesis)"
     ) from exc
 
-from datadist_sim.faults.engine_codes import fault_codes, modes
+from datadist_sim.faults import engine_codes
+from datadist_sim.faults.actions import ACTION_TABLE, ACTIONS, WORLD_ACTIONS, applies_to
 from datadist_sim.faults.files import rule_from_spec
-from datadist_sim.faults.rules import ACTIONS, TRANSFER_OPS
 
 __all__ = ["fault_rules", "rule_specs", "schedules"]
 
 DEFAULT_OPS = ("pull_cache", "link_clusters", "allocate_cache")
-WORLD_KINDS = ("partition", "hang", "kill", "cap_pool", "exhaust_pool")
+Modes = Optional[Sequence[Union[str, engine_codes.EngineMode]]]
+
+
+def _codes(op: str, modes: Modes) -> List[str]:
+    """The codes a correct client of ``modes`` (any mode when None) can meet from ``op``."""
+    out: Dict[str, None] = {}
+    for mode in modes if modes is not None else engine_codes.modes():
+        out.update(dict.fromkeys(code.name for code in engine_codes.fault_codes(op, mode)))
+    return list(out)
+
+
+def _times_out(op: str, modes: Modes) -> bool:
+    return any(
+        engine_codes.timeout_code(op, mode) is not None
+        for mode in (modes if modes is not None else engine_codes.modes())
+    )
 
 
 @st.composite
@@ -47,25 +65,29 @@ def rule_specs(
     clusters: Sequence[int] = (0, 1),
     kinds: Sequence[str] = ACTIONS,
     horizon_s: float = 10.0,
+    modes: Modes = None,
 ) -> Dict[str, object]:
     """One rule as a scenario-file table (``[[rules]]``): plain data, printable as TOML."""
-    kind = draw(st.sampled_from(list(kinds)))
-    transfer_ops = [op for op in ops if op in TRANSFER_OPS] or list(ops)
-    op = draw(st.sampled_from(transfer_ops if kind in ("cut_link", "poison") else list(ops)))
+    # A kind with no operation that can give its outcome in these modes is not drawn.
+    usable = {kind: [op for op in ops if applies_to(kind, op)] or list(ops) for kind in ACTION_TABLE}
+    usable["fail"] = [op for op in ops if _codes(op, modes)]
+    usable["timeout"] = [op for op in ops if _times_out(op, modes)]
+    kind = draw(st.sampled_from([k for k in kinds if usable[k]] or ["delay"]))
+    op = draw(st.sampled_from(usable[kind]))
     spec: Dict[str, object] = {"action": kind, "op": op}
     cluster = draw(st.sampled_from(list(clusters)))
-    if kind in WORLD_KINDS:
+    if kind in WORLD_ACTIONS:
         spec["cluster"] = cluster
         if kind == "partition":
             spec["remote"] = draw(st.sampled_from([c for c in clusters if c != cluster] or list(clusters)))
         if kind == "cap_pool":
             spec["nbytes"] = draw(st.sampled_from([0, 1 << 16, 1 << 20]))
-        if kind != "kill":
+        if ACTION_TABLE[kind].heals:
             spec["heal_after_s"] = draw(st.floats(0.001, horizon_s))
     elif draw(st.booleans()):
         spec["cluster"] = cluster
     if kind == "fail":
-        spec["code"] = draw(st.sampled_from(_codes(op)))
+        spec["code"] = draw(st.sampled_from(_codes(op, modes)))
     elif kind == "delay":
         spec["seconds"] = draw(st.floats(0.001, 2.0 * horizon_s))
     elif kind == "timeout":
@@ -85,9 +107,11 @@ def fault_rules(
     clusters: Sequence[int] = (0, 1),
     kinds: Sequence[str] = ACTIONS,
     horizon_s: float = 10.0,
+    modes: Modes = None,
 ) -> Any:
-    """A strategy of ``Fault`` rules over these operations, clusters and kinds."""
-    return rule_specs(ops, clusters, kinds, horizon_s).map(rule_from_spec)
+    """A strategy of ``Fault`` rules over these operations, clusters and kinds, with codes the engine
+    gives in ``modes`` (any mode when None)."""
+    return rule_specs(ops, clusters, kinds, horizon_s, modes).map(rule_from_spec)
 
 
 def schedules(
@@ -97,12 +121,9 @@ def schedules(
     max_rules: int = 3,
     horizon_s: float = 10.0,
     min_rules: int = 0,
+    modes: Modes = None,
 ) -> Any:
     """A strategy of rule lists (``world.faults.add(*rules)``), shrinking towards fewer rules."""
-    return st.lists(fault_rules(ops, clusters, kinds, horizon_s), min_size=min_rules, max_size=max_rules)
-
-
-def _codes(op: str) -> list[str]:
-    """The codes a fault at ``op`` may give in some mode (``engine_codes``; a caller whose mode cannot
-    give the one drawn is not hit)."""
-    return sorted({code.name for mode in modes() for code in fault_codes(op, mode)}) or ["LLM_FAILED"]
+    return st.lists(
+        fault_rules(ops, clusters, kinds, horizon_s, modes), min_size=min_rules, max_size=max_rules
+    )

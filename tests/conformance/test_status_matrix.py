@@ -318,10 +318,12 @@ def test_LLM_LINK_BUSY(v2: bool) -> None:
 
 
 def test_LLM_LINK_BUSY_by_fault_rule(world: SimWorld) -> None:
-    """The open-source engines never return ``LLM_LINK_BUSY`` (§11), so a client's handling of it is
-    also tested by a rule: ``Fault.fail(LLM_LINK_BUSY, op="pull_cache", first=1)`` fails the first pull
-    and the retry succeeds."""
-    _, dm, dst = keyed_pair()
+    """GE's engine gives ``LLM_LINK_BUSY`` to a pull whose link another request holds (GE udf
+    ``llm_comm_entity.cpp:737-755``), so a client's handling of it is also tested by a rule:
+    ``Fault.fail(LLM_LINK_BUSY, op="pull_cache", first=1)`` fails the first pull and the retry succeeds.
+    hixl's CacheManager engine has no path that gives it: there the rule is refused unless it says
+    ``any_code=True`` (outside the engine's behaviour)."""
+    _, dm, dst = keyed_pair(v2=False)
     world.faults.add(Fault.fail(S.LLM_LINK_BUSY, op="pull_cache", first=1))
     assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_LINK_BUSY
     dm.pull_cache(CacheKey(P_ID, 1), dst)
@@ -381,15 +383,16 @@ def test_LLM_UNKNOWN_ERROR(world: SimWorld) -> None:
     ``link_clusters`` result carries it. It appears only where the simulator hands a code over without
     ``code_2_status``: a ``CacheTask`` result, here from a fault rule on ``transfer_cache_async``. (The
     real task maps its layer results through ``code_2_status`` as well, so there it would read
-    ``LLM_FAILED``: this one path is a simulator artefact, kept so the code can be seen at all.)"""
+    ``LLM_FAILED``: this one path is a simulator artefact, kept so the code can be seen at all.) No
+    engine gives the code, so the rules say ``any_code=True``."""
     assert code_2_status(int(S.LLM_UNKNOWN_ERROR)) is S.LLM_FAILED
     p, d = pair(v2=True)
     p.cache_manager.allocate_cache(desc(), [CacheKey(P_ID, 1)])
     dst = d.cache_manager.allocate_cache(desc())
-    with world.faults.injected(Fault.fail(S.LLM_UNKNOWN_ERROR, op="pull_cache")):
+    with world.faults.injected(Fault.fail(S.LLM_UNKNOWN_ERROR, op="pull_cache", any_code=True)):
         assert code_of(lambda: d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_FAILED
     src = p.cache_manager.allocate_cache(desc())
-    with world.faults.injected(Fault.fail(S.LLM_UNKNOWN_ERROR, op="transfer_cache_async")):
+    with world.faults.injected(Fault.fail(S.LLM_UNKNOWN_ERROR, op="transfer_cache_async", any_code=True)):
         task = p.cache_manager.transfer_cache_async(src, Ready(), [TransferConfig(D_ID, dst.tensor_addrs)])
         assert task.synchronize() is S.LLM_UNKNOWN_ERROR
         assert task.get_results() == [S.LLM_UNKNOWN_ERROR]

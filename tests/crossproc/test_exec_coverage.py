@@ -33,3 +33,4 @@ def test_exec_fabric_coverage_counts_the_codes_each_client_process_received(
     assert captured.out.splitlines() == ["LLM_LINK_FAILED"] * 2
     assert re.search(r"LLM_LINK_FAILED\s+1343270921\s+2\s+link_clusters 2", captured.err), captured.err
     assert "over 6 API calls" in captured.err  # init, link_clusters, finalize in each process
+    assert "engine modes used: v2-kv (2 instances)" in captured.err  # counted against GE's codes

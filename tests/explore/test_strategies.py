@@ -48,3 +48,16 @@ def test_hypothesis_finds_and_shrinks_the_planted_bug_to_one_rule() -> None:
     found = find(strategy, breaks, settings=settings(max_examples=200, database=None, deadline=None))
     assert len(found) == 1
     assert found[0]["op"] == "pull_cache"
+
+
+# -- codes from the engine's table ---------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(rule=fault_rules(ops=["pull_cache", "allocate_cache", "query_register_mem_status"], modes=["v2"]))
+def test_drawn_codes_are_ones_the_engine_gives_in_the_modes_asked_for(rule: Fault) -> None:
+    from datadist_sim.faults.engine_codes import EngineMode
+    from datadist_sim.faults.rules import refusal
+
+    assert rule.op is not None
+    assert all(refusal(rule, op, EngineMode.V2) is None for op in rule.op)

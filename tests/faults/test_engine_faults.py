@@ -119,3 +119,82 @@ def test_a_door_timeout_the_mode_cannot_give_is_refused(world: SimWorld) -> None
         "allocate_cache cannot time out in v2 mode; it gives LLM_OUT_OF_MEMORY, LLM_FEATURE_NOT_ENABLED, "
         "LLM_FAILED, LLM_PARAM_INVALID (v2)"
     ]
+
+
+def test_a_scenario_report_says_why_a_rule_never_fired(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from datadist_sim.scenarios.runner import run
+
+    path = tmp_path / "busy_v2.toml"
+    path.write_text(
+        '[workload]\nrequests = 2\n[[rules]]\naction = "fail"\nop = "pull_cache"\ncode = "LINK_BUSY"\n'
+    )
+    report = run(str(path), seed=0)
+    assert report.never_fired == [
+        "Fault.fail(code=LLM_LINK_BUSY, op=('pull_cache',)) (refused: pull_cache cannot give LLM_LINK_BUSY "
+        "in v2 mode; it gives LLM_TIMEOUT, LLM_NOT_YET_LINK, LLM_KV_CACHE_NOT_EXIST, "
+        "LLM_SUSPECT_REMOTE_ERROR, LLM_DEVICE_MEM_ERROR, LLM_FAILED, LLM_PARAM_INVALID (v2))"
+    ]
+    assert "LLM_LINK_BUSY" not in report.codes()
+
+
+# -- the mode a trace shows, for explore -------------------------------------------------------------
+
+
+def test_the_trace_says_each_instances_mode(world: SimWorld) -> None:
+    from datadist_sim.faults.engine_codes import EngineMode, trace_modes
+
+    pair(v2=True)
+    assert trace_modes(world.trace) == {P_ID: EngineMode.V2, D_ID: EngineMode.V2}
+
+
+def test_the_trace_says_the_kv_cache_manager_mode(world: SimWorld) -> None:
+    from datadist_sim.faults.engine_codes import EngineMode, trace_modes
+
+    pair(v2=False)
+    assert trace_modes(world.trace) == {P_ID: EngineMode.V2_KV, D_ID: EngineMode.V2_KV}
+
+
+def test_explores_baseline_draws_codes_from_each_clusters_mode() -> None:
+    from datadist_sim._world.trace import TraceEvent
+    from datadist_sim.explore.schedule import Baseline, at_call
+    from datadist_sim.faults.engine_codes import EngineMode
+
+    events = [
+        TraceEvent(0.0, 1, "node.init", "ok", "Prompt v2"),
+        TraceEvent(0.0, 2, "node.init", "ok", "Decoder v1"),
+        TraceEvent(0.1, 1, "allocate_cache", "LLM_SUCCESS", kind="call"),
+        TraceEvent(0.2, 2, "allocate_cache", "LLM_SUCCESS", kind="call"),
+    ]
+    baseline = Baseline.from_trace(events, 1.0)
+    assert baseline.modes == {1: EngineMode.V2, 2: EngineMode.V2_KV}
+    first, second = (next(iter(at_call("fail", site, baseline))) for site in baseline.calls)
+    assert first["code"] == "LLM_OUT_OF_MEMORY"  # CacheManager's pool (hixl cache_manager.cc:184-189)
+    assert second["code"] == "LLM_DEVICE_OUT_OF_MEMORY"  # GE udf cache_manager.cpp:68
+    assert list(at_call("timeout", baseline.calls[0], baseline)) == []  # no timeout in v2
+    assert [r["action"] for r in at_call("timeout", baseline.calls[1], baseline)] == ["timeout"]
+
+
+# -- the README's fault table says the code each mode gives ---------------------------------------------
+
+
+def _readme_row(action: str) -> list:  # type: ignore[type-arg]
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith(f"| `{action}("))
+    return [cell.strip() for cell in row.strip("|").split("|")]
+
+
+@pytest.mark.parametrize(("fault", "column"), [("hang", 2), ("partition", 2), ("hang", 3), ("partition", 3)])
+def test_the_readme_says_what_a_link_set_up_gives_under_each_fault_in_each_mode(
+    world: SimWorld, fault: str, column: int
+) -> None:
+    from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
+
+    _, d = pair(link=False, v2=column == 2)
+    world.faults.add(Fault.hang(P_ID) if fault == "hang" else Fault.partition(P_ID, D_ID))
+    ret, rets = d.link_clusters([info(P_ID, 26000, remote_ip=PROMPT_IP, local_ip=DECODE_IP)], 2000)
+    cell = _readme_row(fault)[column]
+    link_part = cell.split(";")[0]
+    assert ret.name in link_part
+    assert rets[0].name in link_part

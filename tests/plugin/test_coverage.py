@@ -151,7 +151,9 @@ def test_plugin_prints_the_table_summed_over_every_test_world(pytester: pytest.P
     out = result.stdout.str()
     assert "datadist-sim error-path coverage" in out
     assert re.search(r"LLM_LINK_FAILED\s+1343270921\s+2\s+link_clusters 2", out), out
-    assert "1 of 28 codes other than LLM_SUCCESS reached client code" in out
+    # measured against the codes GE's engine gives (KvCacheManager mode, faults.engine_codes)
+    assert "engine modes used: v2-kv (2 instances)" in out
+    assert "1 of 18 codes the engine gives in v2-kv mode reached client code" in out
     assert result.ret == 0
 
 
@@ -192,3 +194,18 @@ def test_without_the_option_there_is_no_table(pytester: pytest.Pytester) -> None
     pytester.makepyfile("def test_a(sim_world):\n    pass\n")
     result = pytester.runpytest(*STRICT)
     assert "error-path coverage" not in result.stdout.str()
+
+
+def test_the_report_measures_against_the_codes_of_the_modes_used() -> None:
+    coverage = CodeCoverage()
+    coverage.note_mode("v2")
+    coverage.count("pull_cache", "LLM_TIMEOUT", "")
+    coverage.count("pull_cache", "LLM_LINK_BUSY", "")  # hixl's engine never gives it: a docs reading
+    text = coverage.report()
+    assert "engine modes used: v2 (1 instances)" in text
+    assert "LLM_WAIT_PROCESS_TIMEOUT" not in coverage.never_received()  # GE's code, not v2's
+    assert "LLM_OUT_OF_MEMORY" in coverage.never_received()
+    assert "received but not given by the engine in these modes" in text
+    assert f"1 of {len(coverage.reachable())} codes the engine gives in v2 mode reached client code" in text
+    again = CodeCoverage.from_dict(coverage.as_dict())
+    assert again.used_modes() == coverage.used_modes()

@@ -49,6 +49,7 @@ from datadist_sim._world.ranges import PullParams as PullParams
 from datadist_sim._world.ranges import whole_batch as whole_batch
 from datadist_sim._world.trace import TraceEvent as TraceEvent
 from datadist_sim._world.trace import observe_calls as observe_calls
+from datadist_sim._world.trace import observe_nodes as observe_nodes
 from datadist_sim._world.trace import open_trace_sink as open_trace_sink
 from datadist_sim._world.world import SimWorld as SimWorld
 from datadist_sim._world.world import store_of

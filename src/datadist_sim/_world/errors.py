@@ -1,4 +1,5 @@
-"""The only exception the world raises; the drop-in face turns it into ``LLMException``."""
+"""The exceptions the world raises: ``SimError``, which the drop-in face turns into ``LLMException``, and
+its public subclass ``MemoryAccessError`` for the simulator's own tools that read memory directly."""
 
 from __future__ import annotations
 
@@ -15,3 +16,15 @@ class SimError(Exception):
 
     def __repr__(self) -> str:
         return f"SimError({self.code}, {self.message!r})"
+
+
+class MemoryAccessError(SimError):
+    """Memory a client asked to read or write directly (``datadist_sim.tensor_views``) cannot be handed
+    out: it holds an uncorrectable error (``code`` is ``LLM_DEVICE_MEM_ERROR``), it is not (or no longer)
+    live memory of the world or of this process (``LLM_PARAM_INVALID``), or no bytes back it at all, in a
+    metadata-only world (``LLM_FEATURE_NOT_ENABLED``). Public as ``datadist_sim.MemoryAccessError``, so a
+    client's own byte check can catch it; a subclass of the world's error, so code that caught that
+    still does."""
+
+    def __repr__(self) -> str:
+        return f"MemoryAccessError({self.code}, {self.message!r})"

@@ -49,6 +49,31 @@ def observe_calls(callback: CallObserver) -> Callable[[], None]:
     return stop
 
 
+_node_observers: Tuple[Callable[[str], None], ...] = ()
+"""Told the engine mode of every instance any world brings up (``observe_nodes``)."""
+
+
+def observe_nodes(callback: Callable[[str], None]) -> Callable[[], None]:
+    """Have ``callback`` told the engine mode (``faults.engine_codes.EngineMode`` value) of every
+    instance any world brings up from now on; returns the function that stops it."""
+    global _node_observers
+    with _observers_lock:
+        _node_observers = (*_node_observers, callback)
+
+    def stop() -> None:
+        global _node_observers
+        with _observers_lock:
+            _node_observers = tuple(o for o in _node_observers if o is not callback)
+
+    return stop
+
+
+def node_up(mode: str) -> None:
+    """An instance of engine mode ``mode`` came up (the world calls this once per ``init``)."""
+    for observer in _node_observers:
+        observer(mode)
+
+
 def expand_trace_path(template: Union[str, Path], pid: Optional[int] = None) -> str:
     """A ``--trace`` argument with ``{pid}`` replaced by the writing process's id (``t-{pid}.jsonl``), so
     several processes given one argument each write their own file. Every command that takes ``--trace``

@@ -17,7 +17,7 @@ from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSetting
 from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.trace import Trace, TraceEvent
+from datadist_sim._world.trace import Trace, TraceEvent, node_up
 from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.faults.plan import FaultPlan
 
@@ -99,7 +99,10 @@ class SimWorld:
             self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
             self.killed.discard(cluster_id)
-            self.record(cluster_id, "node.init", "ok", f"{role.value} {mode.value}", kind="event")
+            # The detail says the engine mode (``faults.engine_codes.trace_modes`` reads it back).
+            backend = " hixl" if node.hixl else ""
+            self.record(cluster_id, "node.init", "ok", f"{role.value} {mode.value}{backend}", kind="event")
+            node_up(node.engine_mode.value)
             return node
 
     def remove_node(self, node: ClusterNode, *, quiet: bool = False) -> None:

@@ -175,7 +175,6 @@ def run_one(
             result.where = where_raised(exc)
         clock.armed = False
         result.fired_at = [world.faults.fired_at(rule) for rule in rules]
-        modes = _modes(world) if want_baseline else {}
         events = list(world.trace) if result.failed or want_baseline else []
         broken = _cleanup(world) if result.signature != "hang" else []
     if broken and not result.failed:
@@ -185,14 +184,8 @@ def run_one(
     if result.failed:
         result.trace_tail = excerpt(events)
     if want_baseline:
-        result.baseline = Baseline.from_trace(events, result.sim_time, modes)
+        result.baseline = Baseline.from_trace(events, result.sim_time)
     return result
-
-
-def _modes(world: SimWorld) -> Dict[int, str]:
-    """Each cluster's engine mode, while its instance is still up (one the target finalized is not
-    known: faults at its calls draw from the codes every mode gives)."""
-    return {node.cluster_id: node.engine_mode.value for node in world.nodes}
 
 
 def excerpt(events: Sequence[Any], size: int = TRACE_TAIL) -> List[str]:

@@ -16,13 +16,38 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim.faults import engine_codes
+from datadist_sim.faults.actions import (
+    ACTION_TABLE,
+    ACTIONS,
+    CALL_ACTIONS,
+    TRANSFER_OPS,
+    WORLD_ACTIONS,
+    applies_to,
+)
 from datadist_sim.faults.files import rule_from_spec
-from datadist_sim.faults.rules import ACTIONS, CALL_ACTIONS, TRANSFER_OPS, WORLD_ACTIONS
 
 Spec = Dict[str, object]
 Schedule = List[Spec]
 
+CALL_KINDS = CALL_ACTIONS
+WORLD_KINDS = WORLD_ACTIONS
 _REQ = re.compile(r"req_id=(\d+)")
+
+
+def codes_for(op: str, mode: Optional[engine_codes.EngineMode] = None) -> Tuple[str, ...]:
+    """The codes a correct client can meet from ``op`` in ``mode`` (in any mode when None), from the
+    engine's table (``faults.engine_codes``); the first is the one the systematic pass injects."""
+    modes = engine_codes.modes() if mode is None else (mode,)
+    out: Dict[str, None] = {}
+    for m in modes:
+        out.update(dict.fromkeys(code.name for code in engine_codes.fault_codes(op, m)))
+    return tuple(out)
+
+
+def can_time_out(op: str, mode: Optional[engine_codes.EngineMode] = None) -> bool:
+    """Whether ``op`` has a timeout to run out in ``mode`` (in some mode when None)."""
+    modes = engine_codes.modes() if mode is None else (mode,)
+    return any(engine_codes.timeout_code(op, m) is not None for m in modes)
 
 
 @dataclass(frozen=True)
@@ -44,14 +69,11 @@ class Baseline:
     calls: List[CallSite] = field(default_factory=list)
     clusters: List[int] = field(default_factory=list)
     sim_time: float = 0.0
-    modes: Dict[int, str] = field(default_factory=dict)
-    """Each cluster's engine mode (``engine_codes.EngineMode`` values), which decides the codes a fault
-    at its calls may give."""
+    modes: Dict[int, engine_codes.EngineMode] = field(default_factory=dict)
+    """The engine mode of each cluster the baseline brought up (``engine_codes.trace_modes``)."""
 
     @classmethod
-    def from_trace(
-        cls, events: Sequence[TraceEvent], sim_time: float, modes: Optional[Dict[int, str]] = None
-    ) -> Baseline:
+    def from_trace(cls, events: Sequence[TraceEvent], sim_time: float) -> Baseline:
         counts: Dict[Tuple[str, Optional[int]], int] = {}
         calls: List[CallSite] = []
         clusters: List[int] = []
@@ -65,7 +87,11 @@ class Baseline:
             found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
             req = int(found.group(1)) if found else None
             calls.append(CallSite(event.op, event.cluster_id, counts[key], req, event.time))
-        return cls(calls, sorted(clusters), sim_time, dict(modes or {}))
+        return cls(calls, sorted(clusters), sim_time, engine_codes.trace_modes(events))
+
+    def mode_of(self, cluster: Optional[int]) -> Optional[engine_codes.EngineMode]:
+        """The mode of ``cluster`` in the baseline, or None when it did not show."""
+        return None if cluster is None else self.modes.get(cluster)
 
     @property
     def ops(self) -> List[str]:
@@ -73,22 +99,6 @@ class Baseline:
 
     def others(self, cluster: Optional[int]) -> List[int]:
         return [c for c in self.clusters if c != cluster] or list(self.clusters)
-
-    def _modes(self, site: CallSite) -> Tuple[engine_codes.EngineMode, ...]:
-        mode = self.modes.get(site.cluster) if site.cluster is not None else None
-        return (engine_codes.to_mode(mode),) if mode is not None else engine_codes.modes()
-
-    def codes(self, site: CallSite) -> Tuple[str, ...]:
-        """The codes a fault at ``site`` may give: what the engine gives the operation in the caller's
-        mode (``engine_codes.fault_codes``; every mode's when the mode is not known), the code the
-        systematic pass injects first."""
-        rows = [engine_codes.fault_codes(site.op, mode) for mode in self._modes(site)]
-        names = [code.name for code in rows[0]] if rows else []
-        return tuple(n for n in names if all(n in {c.name for c in r} for r in rows[1:]))
-
-    def can_time_out(self, site: CallSite) -> bool:
-        """Whether the engine can time ``site``'s operation out in the caller's mode."""
-        return all(engine_codes.timeout_code(site.op, mode) is not None for mode in self._modes(site))
 
 
 def run_seed(seed: int, index: int) -> int:
@@ -116,17 +126,18 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
     where: Spec = {"op": site.op, "nth": site.nth}
     if site.cluster is not None:
         where["cluster"] = site.cluster
+    mode = baseline.mode_of(site.cluster)
     if kind == "fail":
-        codes = baseline.codes(site)
+        codes = codes_for(site.op, mode)
         if codes:
             yield {"action": "fail", "code": codes[0], **where}
     elif kind == "delay":
         yield {"action": "delay", "seconds": 5.0, **where}
     elif kind == "timeout":
-        if baseline.can_time_out(site):
+        if can_time_out(site.op, mode):
             yield {"action": "timeout", "landed": False, **where}
-    elif kind in ("cut_link", "poison"):
-        if site.op in TRANSFER_OPS:
+    elif kind in CALL_KINDS:  # cut_link, poison: inside transfers only
+        if applies_to(kind, site.op):
             yield {"action": kind, **where}
     elif kind in ("cap_pool", "exhaust_pool") and site.cluster is not None:
         extra: Spec = {"nbytes": 0} if kind == "cap_pool" else {}
@@ -140,7 +151,7 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
                 if site.cluster is None or site.cluster == other:
                     continue
                 rule = {**rule, "cluster": site.cluster, "remote": other}
-            if kind != "kill":
+            if ACTION_TABLE[kind].heals:
                 rule["heal_after_s"] = 30.0
             yield rule
 
@@ -163,7 +174,7 @@ def ambiguous(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Spec]:
         where: Spec = {"op": site.op, "nth": site.nth}
         if site.cluster is not None:
             where["cluster"] = site.cluster
-        if "timeout" in kinds and baseline.can_time_out(site):
+        if "timeout" in kinds and can_time_out(site.op, baseline.mode_of(site.cluster)):
             yield {"action": "timeout", "landed": True, **where}
             yield {"action": "timeout", "landed": False, **where}
         if "kill" in kinds:
@@ -220,8 +231,7 @@ def swarm(rng: random.Random, baseline: Baseline, kinds: Sequence[str], max_rule
 def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     horizon = max(2.0 * baseline.sim_time, 0.01)
     sites = baseline.calls or [CallSite("pull_cache", None, 1)]
-    if kind in ("cut_link", "poison"):
-        sites = [s for s in sites if s.op in TRANSFER_OPS] or sites
+    sites = [s for s in sites if _usable(kind, s, baseline)] or sites
     site = rng.choice(sites)
     spec: Spec = {"action": kind}
     if kind in WORLD_ACTIONS or (kind == "cut_link" and rng.random() < 0.3):
@@ -230,15 +240,15 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
             spec["start_s"] = round(rng.uniform(0.0, horizon), 6)
         else:
             spec.update(op=site.op, **_trigger(rng, site, baseline))
-        if kind != "kill" and rng.random() < 0.7:
+        if ACTION_TABLE[kind].heals and rng.random() < 0.7:
             spec["heal_after_s"] = round(rng.uniform(0.001, 10.0 * horizon + 1.0), 6)
         return spec
     spec["op"] = site.op
     if site.cluster is not None and rng.random() < 0.7:
         spec["cluster"] = site.cluster
     if kind == "fail":
-        codes = baseline.codes(site)
-        if not codes:  # the operation gives no code a fault could: time it out or slow it instead
+        codes = codes_for(site.op, baseline.mode_of(site.cluster))
+        if not codes:  # the operation gives no code a fault could: slow it instead
             return _rule(rng, baseline, "delay")
         spec["code"] = rng.choice(codes)
     elif kind == "delay":
@@ -253,6 +263,15 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
         spec["start_s"] = round(start, 6)
         spec["end_s"] = round(start + rng.uniform(0.0, horizon), 6)
     return spec
+
+
+def _usable(kind: str, site: CallSite, baseline: Baseline) -> bool:
+    """Whether a rule of ``kind`` at ``site`` can act as the engine would (``faults.engine_codes``)."""
+    if kind == "fail":
+        return bool(codes_for(site.op, baseline.mode_of(site.cluster)))
+    if kind == "timeout":
+        return can_time_out(site.op, baseline.mode_of(site.cluster))
+    return applies_to(kind, site.op)
 
 
 def _trigger(rng: random.Random, site: CallSite, baseline: Baseline) -> Spec:

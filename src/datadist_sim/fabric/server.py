@@ -23,7 +23,7 @@ import threading
 from typing import Any, Dict, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import SimWorld, is_simulated, observe_calls, reset_default_world
+from datadist_sim._world.door import SimWorld, is_simulated, observe_calls, observe_nodes, reset_default_world
 from datadist_sim.fabric import compact
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
@@ -59,6 +59,7 @@ class FabricServer:
         self._stop = threading.Event()
         self._sock: Optional[socket.socket] = None
         self._stop_counting = observe_calls(self._count_call)  # every traced call, of any world
+        self._stop_noting = observe_nodes(self._note_mode)  # the engine mode of each instance
         self._inode = 0
         self._loop: Optional[SelectorLoop] = None
 
@@ -129,10 +130,17 @@ class FabricServer:
         if session is not None and session.server is self:
             session.coverage.count(op, outcome, detail)
 
+    def _note_mode(self, mode: str) -> None:
+        """An instance came up for the process whose request it serves: coverage says its mode."""
+        session = calling_session()
+        if session is not None and session.server is self:
+            session.coverage.note_mode(mode)
+
     def close(self) -> None:
         """Stop listening and take the socket, lock and log files away (under the start lock, so no
         process is starting a fabric here meanwhile); end every session; unlink shared memory."""
         self._stop_counting()
+        self._stop_noting()
         if self._sock is not None:
             try:
                 with start_lock(self.address, timeout=5.0):

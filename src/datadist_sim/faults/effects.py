@@ -21,10 +21,9 @@ from __future__ import annotations
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim.faults.rules import LINK_OPS, TRANSFER_OPS, Fault
-
-DOOR_ACTIONS = ("fail", "delay", "timeout")
-"""The actions a plain call can meet; the plan counts only rules with these at the door."""
+from datadist_sim.faults.actions import DOOR_ACTIONS as DOOR_ACTIONS
+from datadist_sim.faults.actions import LINK_OPS, TRANSFER_OPS
+from datadist_sim.faults.rules import Fault
 
 
 class Poison(NamedTuple):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Dict, FrozenSet, Iterable, Optional, Tuple, Union
+from typing import Dict, FrozenSet, Iterable, Optional, Protocol, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 
@@ -48,6 +48,7 @@ __all__ = [
     "row",
     "timeout_code",
     "to_mode",
+    "trace_modes",
 ]
 
 
@@ -356,8 +357,9 @@ _SPECS: Dict[str, Dict[str, _Spec]] = {
     },
     "unlink": {
         "v2": _r(
-            (_C.LLM_UNLINK_FAILED, PARAM),
-            source="comm_link_manager.cc:140-160, 347 (LLM_UNLINK_FAILED), :392 (an unknown comm id)",
+            (_C.LLM_UNLINK_FAILED, _C.LLM_NOT_YET_LINK, PARAM),
+            source="comm_link_manager.cc:140-160, 347 (LLM_UNLINK_FAILED), :392 (an unknown comm id "
+            "LLM_NOT_YET_LINK)",
         ),
         "hixl": _r(
             (_C.LLM_FEATURE_NOT_ENABLED, PARAM),
@@ -508,6 +510,27 @@ def mode_of(cache_manager: bool, hixl: bool = False) -> EngineMode:
     if not cache_manager:
         return EngineMode.V2_KV
     return EngineMode.HIXL if hixl else EngineMode.V2
+
+
+class _Event(Protocol):
+    """What ``trace_modes`` reads of a trace event."""
+
+    cluster_id: Optional[int]
+    op: str
+    detail: str
+
+
+def trace_modes(events: Iterable[_Event]) -> Dict[int, EngineMode]:
+    """The mode of each instance a trace shows coming up: the world records ``node.init`` with the
+    detail ``"<role> v1|v2[ hixl]"`` (the engine, KvCacheManager or CacheManager, and the backend)."""
+    found: Dict[int, EngineMode] = {}
+    for event in events:
+        if event.op != "node.init" or event.cluster_id is None:
+            continue
+        words = event.detail.split()
+        if "v1" in words or "v2" in words:
+            found[event.cluster_id] = mode_of(cache_manager="v2" in words, hixl="hixl" in words)
+    return found
 
 
 def row(op: str, mode: Union[EngineMode, str]) -> CodeRow:

@@ -31,7 +31,7 @@ from datadist_sim.faults.rules import (
     refusal,
 )
 
-__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "only_masked"]
+__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "only_masked", "unfired_notes"]
 
 
 class PoisonHooks(Protocol):
@@ -430,3 +430,13 @@ def only_masked(plan: FaultPlan) -> List[Fault]:
     """The plan's rules that matched calls but never acted: each time, another rule on the same call
     overrode them (a ``timeout`` after a ``fail`` on one pull). Reported as masked, not fired."""
     return [rule for rule in plan.rules if plan.fired(rule) == 0 and plan.masked(rule) > 0]
+
+
+def unfired_notes(plan: FaultPlan) -> List[str]:
+    """Each rule that never fired, as its repr, with why it did not where the plan knows: the callers
+    it matched run a mode whose engine cannot give its code."""
+    notes = []
+    for rule in never_fired(plan):
+        refused = plan.refused(rule)
+        notes.append(repr(rule) + (f" (refused: {'; '.join(refused)})" if refused else ""))
+    return notes

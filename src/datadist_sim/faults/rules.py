@@ -18,23 +18,16 @@ from typing import Optional, Protocol, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim.faults import engine_codes
+from datadist_sim.faults.actions import ACTIONS as ACTIONS
+from datadist_sim.faults.actions import CALL_ACTIONS as CALL_ACTIONS
+from datadist_sim.faults.actions import CODED_ACTIONS as CODED_ACTIONS
+from datadist_sim.faults.actions import LINK_OPS as LINK_OPS
+from datadist_sim.faults.actions import TIMED_ACTIONS as TIMED_ACTIONS
+from datadist_sim.faults.actions import TRANSFER_OPS as TRANSFER_OPS
+from datadist_sim.faults.actions import WORLD_ACTIONS as WORLD_ACTIONS
+from datadist_sim.faults.actions import applies_to
 from datadist_sim.faults.checks import check_rule, closest
 from datadist_sim.faults.engine_codes import EngineMode
-
-CALL_ACTIONS = ("fail", "delay", "timeout", "cut_link", "poison")
-WORLD_ACTIONS = ("partition", "hang", "kill", "cap_pool", "exhaust_pool")
-ACTIONS = CALL_ACTIONS + WORLD_ACTIONS
-TIMED_ACTIONS = (*WORLD_ACTIONS, "cut_link")
-"""Actions that can fire on simulated time alone (no ``op``)."""
-TRANSFER_OPS = frozenset(
-    {"pull_cache", "pull_blocks", "push_cache", "push_blocks", "transfer_cache_async", "transfer_cache"}
-)
-"""Calls whose faults act inside the transfer engine (time, bytes, the link), not at the call's door."""
-LINK_OPS = frozenset({"link_clusters", "unlink_clusters"})
-"""Calls whose faults act per remote cluster, on that cluster's entry in the returned list."""
-CODED_ACTIONS = ("fail", "timeout", "poison")
-"""Actions that make a call give a code of their own, which the engine must be able to give it
-(``engine_codes``); a delay or a cut link gives the call's timeout, which every transfer can give."""
 
 Ops = Union[str, Sequence[str], None]
 
@@ -97,7 +90,7 @@ class Fault:
         check_rule(self, ACTIONS)  # a typo'd op, nth=0, a negative window: ValueError naming the field
         if self.action == "fail" and self.code is None:
             raise ValueError("a fail rule needs a status code")
-        if self.action in ("partition", "hang", "kill", "cap_pool", "exhaust_pool") and self.cluster is None:
+        if self.action in WORLD_ACTIONS and self.cluster is None:
             raise ValueError(f"a {self.action} rule needs a cluster")
         if self.action == "partition" and self.remote is None:
             raise ValueError("a partition rule needs two clusters (cluster and remote)")
@@ -216,8 +209,8 @@ def refusal(rule: Fault, op: str, mode: EngineMode) -> Optional[str]:
     code of its own, or says ``any_code``)."""
     if rule.any_code or rule.action not in CODED_ACTIONS:
         return None
-    if rule.action == "poison" and op not in TRANSFER_OPS:
-        return None  # a poison rule acts inside transfers only; elsewhere it never fires
+    if not applies_to(rule.action, op):
+        return None  # e.g. a poison rule on a plain call: it never fires there
     if rule.action == "timeout":
         if engine_codes.timeout_code(op, mode) is not None:
             return None

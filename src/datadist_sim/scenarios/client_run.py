@@ -21,7 +21,7 @@ from datadist_sim._install import installed
 from datadist_sim._world.trace import TraceSummary, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.faults.files import Scenario
-from datadist_sim.faults.plan import never_fired, only_masked
+from datadist_sim.faults.plan import only_masked, unfired_notes
 
 ClientFunction = Callable[[SimWorld], Any]
 
@@ -136,7 +136,7 @@ def run_client(
         simulated_s=world.now(),
         wall_s=time.perf_counter() - wall,
         summary=summarise(world.trace),
-        never_fired=[repr(rule) for rule in never_fired(world.faults)],
+        never_fired=unfired_notes(world.faults),
         masked=[repr(rule) for rule in only_masked(world.faults)],
         trace_text="".join(e.to_json() + "\n" for e in world.trace) if keep_trace else "",
     )

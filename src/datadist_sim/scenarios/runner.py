@@ -25,7 +25,7 @@ from datadist_sim._views import tensor_views
 from datadist_sim._world.trace import TraceSummary, expand_trace_path, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.faults.files import Scenario, Workload, load
-from datadist_sim.faults.plan import never_fired, only_masked
+from datadist_sim.faults.plan import only_masked, unfired_notes
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
@@ -324,7 +324,7 @@ def run(
         wall_s=time.perf_counter() - wall,
         summary=summary,
         notes=client.notes,
-        never_fired=[repr(rule) for rule in never_fired(world.faults)],
+        never_fired=unfired_notes(world.faults),
         masked=[repr(rule) for rule in only_masked(world.faults)],
     )
 
