@@ -56,7 +56,7 @@ def first_failure(target: str, seed: int, systematic: bool, max_runs: int) -> Op
 
 
 def discovery(seeds: int, max_runs: int) -> None:
-    for name in ("buggy", "twice"):
+    for name in ("buggy", "twice", "landed"):
         for systematic in (True, False):
             found: List[int] = []
             missed = 0
