@@ -79,6 +79,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run each datadist_explore test once, under FILE's rules and seed (replay a failure)",
     )
     group.addoption(
+        "--datadist-reading",
+        choices=("table", "code"),
+        default=None,
+        help="with --datadist-replay: what a timed-out transfer leaves of its link, 'table' breaks it (the "
+        "status table), 'code' keeps it (hixl comm_entity.cc:536-556); default: the file's [config]",
+    )
+    group.addoption(
         "--datadist-trace-dir",
         default=None,
         metavar="DIR",

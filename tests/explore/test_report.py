@@ -108,3 +108,26 @@ def test_replay_and_the_scenario_marker_build_the_world_with_the_files_reading(
         """
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_the_marker_replay_follows_the_files_reading_or_the_option(
+    trusts_outcome: Any, tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    from datadist_sim.explore.report import write_scenario
+
+    path = write_scenario(tmp_path, TRUSTS, trusts_outcome.shrunk)  # [config]: the table's reading
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        """
+        import pytest
+        from tests.explore import clients
+
+        @pytest.mark.datadist_explore(runs=5)
+        def test_trusting(sim_world, llm_datadist):
+            clients.trusts_the_link(sim_world)
+        """
+    )
+    replay = f"--datadist-replay={path}"
+    pytester.runpytest("-p", "no:cacheprovider", replay).assert_outcomes(failed=1)
+    code = pytester.runpytest("-p", "no:cacheprovider", replay, "--datadist-reading=code")
+    code.assert_outcomes(passed=1)

@@ -22,7 +22,7 @@ from datadist_sim._world.world import SimWorld
 from datadist_sim.explore import report
 from datadist_sim.explore.run import Limits
 from datadist_sim.explore.schedule import parse_kinds
-from datadist_sim.explore.search import Options, Outcome, explore
+from datadist_sim.explore.search import READINGS, Options, Outcome, explore
 from datadist_sim.explore.worker import Job, Workers
 
 MARKER = "datadist_explore"
@@ -108,8 +108,13 @@ def _replay(item: pytest.Function, target: Any, path: Path, seed: int, limits: L
 
     scenario = scenarios.load(path)
     run_seed = scenario.seed if scenario.seed is not None else seed
-    job = Job(0, run_seed, [dict(s) for s in scenario.rule_specs], dict(scenario.config))
+    config = dict(scenario.config)
+    reading = item.config.getoption("datadist_reading")
+    if reading is not None:
+        config.update(READINGS[reading])
+    job = Job(0, run_seed, [dict(s) for s in scenario.rule_specs], config)
     with Workers(target, limits) as workers:
         result = workers.one(job)
     if result.failed:
-        pytest.fail("\n".join(report.failure_text(result, f"{path} still fails")), pytrace=False)
+        under = f" under the {reading} reading" if reading is not None else ""
+        pytest.fail("\n".join(report.failure_text(result, f"{path} still fails{under}")), pytrace=False)
