@@ -70,7 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--datadist-explore-out",
         default="datadist-explore",
         metavar="DIR",
-        help="where a datadist_explore test writes the shrunk scenario of its first failure",
+        help="where a datadist_explore test writes the shrunk scenario of each distinct failure",
     )
     group.addoption(
         "--datadist-replay",
