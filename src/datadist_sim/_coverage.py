@@ -199,9 +199,7 @@ class CodeCoverage:
                 f"error-path coverage: {len(got)} of {others} codes other than {_SUCCESS} reached client code"
             )
         if fail_under is not None:
-            verdict += (
-                f" (required: {fail_under}; {'met' if self.meets(fail_under) else 'NOT met'})"
-            )
+            verdict += f" (required: {fail_under}; {'met' if self.meets(fail_under) else 'NOT met'})"
         lines.append(verdict)
         return "\n".join(lines)
 

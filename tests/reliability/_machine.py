@@ -13,6 +13,7 @@ from tests.reliability._common import STATS
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._world.current import activate
 from datadist_sim._world.world import ROCE_BYTES_PER_S, SimConfig, SimWorld
+from datadist_sim.faults.engine_codes import EngineMode, codes_for
 from datadist_sim.faults.rules import Fault
 from datadist_sim.llm_datadist.status import LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import finalize_all
@@ -34,7 +35,9 @@ class FabricMachine(RuleBasedStateMachine):
     OOM: LLMStatusCode
     FAULT_OPS: Tuple[str, ...]
     INJECTED: Tuple[LLMStatusCode, ...]
-    """Codes a fail rule injects: none a stale link end can give, so the two stay apart."""
+    """Codes a fail rule injects: none a stale link end can give, so the two stay apart. Of these, a
+    rule on an operation injects only those the engine gives it in ``MODE`` (``faults.engine_codes``)."""
+    MODE: EngineMode
 
     def open_world(self, seed: int) -> None:
         self.world = SimWorld(seed=seed, config=SimConfig(pause_wall_limit_s=0.001))
@@ -148,9 +151,10 @@ class FabricMachine(RuleBasedStateMachine):
         """A fault-plan rule: the next ``op`` by ``cid`` to get past its argument checks fails with
         ``code`` and changes nothing."""
         op = data.draw(st.sampled_from(self.FAULT_OPS))
-        code = data.draw(st.sampled_from(self.INJECTED))
-        if (op, cid) in self.pending:
+        codes = [code for code in self.INJECTED if code in codes_for(op, self.MODE)]
+        if not codes or (op, cid) in self.pending:
             return
+        code = data.draw(st.sampled_from(codes))
         self.world.faults.add(Fault.fail(code, op=op, cluster=cid, first=1))
         self.pending[(op, cid)] = code
         STATS["faults injected"] += 1

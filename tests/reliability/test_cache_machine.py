@@ -39,6 +39,7 @@ from tests.reliability._machine import (
 )
 
 from datadist_sim._world.address_space import tensor_views
+from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMStatusCode
@@ -159,6 +160,7 @@ class CacheMachine(FabricMachine):
     OOM = S.LLM_OUT_OF_MEMORY
     FAULT_OPS = FAULT_OPS
     INJECTED = INJECTED
+    MODE = EngineMode.V2
     nodes: Dict[int, MNode]
 
     @initialize()

@@ -22,6 +22,7 @@ from tests.reliability._common import STATS, link_info, listen_on, machine_setti
 from tests.reliability._machine import CLUSTERS, DECODERS, OOM_MAYBE, PROMPTS, EngineKey, FabricMachine
 
 from datadist_sim._world.address_space import tensor_views
+from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMStatusCode
@@ -87,6 +88,7 @@ class KvCacheMachine(FabricMachine):
     OOM = OOM
     FAULT_OPS = FAULT_OPS
     INJECTED = INJECTED
+    MODE = EngineMode.V2_KV
     nodes: Dict[int, MNode]
 
     @initialize()
