@@ -3,11 +3,12 @@
     PYTHONPATH=src python benchmarks/bench_explore.py throughput [--runs 1000]
     PYTHONPATH=src python benchmarks/bench_explore.py discovery [--seeds 10] [--max-runs 20000]
 
-``throughput`` explores ``tests.explore.clients:careful`` (or ``--client careful_20``: 20 requests; no run fails, so every run is counted and
-nothing is shrunk) with one local worker, two local processes, and Ray with two tasks in flight, and
-prints runs/s including start-up (spawning workers, starting Ray). ``discovery`` counts the runs until
-the first failure of the one-fault bug (``buggy``) and of the two-fault bug (``twice``: two faults on
-one request), with the systematic pass and with swarm runs only, over several seeds.
+``throughput`` explores ``tests.explore.clients:careful`` (or ``--client careful_20``: 20 requests; no
+run fails, so every run is counted and nothing is shrunk) with one local worker, two local processes,
+and Ray with two tasks in flight (``--engines local`` leaves Ray out), and prints runs/s including
+start-up (forking workers, starting Ray). ``discovery`` counts the runs until the first failure of the
+one-fault bug (``buggy``), the two-fault bug (``twice``: two faults on one request) and the bug that
+needs a landed timeout (``landed``), with the systematic pass and with swarm runs only, over seeds.
 """
 
 from __future__ import annotations
