@@ -3,11 +3,12 @@
     PYTHONPATH=src python benchmarks/bench_explore.py throughput [--runs 1000]
     PYTHONPATH=src python benchmarks/bench_explore.py discovery [--seeds 10] [--max-runs 20000]
 
-``throughput`` explores ``tests.explore.clients:careful`` (no run fails, so every run is counted and
-nothing is shrunk) with one local worker, two local processes, and Ray with two tasks in flight, and
-prints runs/s including start-up (spawning workers, starting Ray). ``discovery`` counts the runs until
-the first failure of the one-fault bug (``buggy``) and of the two-fault bug (``twice``: two faults on
-one request), with the systematic pass and with swarm runs only, over several seeds.
+``throughput`` explores ``tests.explore.clients:careful`` (or ``--client careful_20``: 20 requests; no
+run fails, so every run is counted and nothing is shrunk) with one local worker, two local processes,
+and Ray with two tasks in flight (``--engines local`` leaves Ray out), and prints runs/s including
+start-up (forking workers, starting Ray). ``discovery`` counts the runs until the first failure of the
+one-fault bug (``buggy``), the two-fault bug (``twice``: two faults on one request) and the bug that
+needs a landed timeout (``landed``), with the systematic pass and with swarm runs only, over seeds.
 """
 
 from __future__ import annotations
@@ -26,15 +27,17 @@ from datadist_sim.explore.search import baseline_of
 TARGET = "tests.explore.clients:"
 
 
-def throughput(runs: int) -> None:
+def throughput(runs: int, client: str, engines: List[str]) -> None:
     for label, workers, engine in (
         ("local, 1 worker", 1, "local"),
         ("local, 2 workers", 2, "local"),
         ("ray, 2 tasks", 2, "ray"),
     ):
+        if label.split(",")[0] not in engines:
+            continue
         start = time.perf_counter()
         outcome = explore(
-            TARGET + "careful", Options(runs=runs, workers=workers, engine=engine, systematic=False)
+            TARGET + client, Options(runs=runs, workers=workers, engine=engine, systematic=False)
         )
         wall = time.perf_counter() - start
         print(f"| {label} | {runs} | {wall:.1f} | {runs / wall:.0f} | {len(outcome.failures)} |", flush=True)
@@ -54,7 +57,7 @@ def first_failure(target: str, seed: int, systematic: bool, max_runs: int) -> Op
 
 
 def discovery(seeds: int, max_runs: int) -> None:
-    for name in ("buggy", "twice"):
+    for name in ("buggy", "twice", "landed"):
         for systematic in (True, False):
             found: List[int] = []
             missed = 0
@@ -76,13 +79,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     t = sub.add_parser("throughput")
     t.add_argument("--runs", type=int, default=1000)
+    t.add_argument("--client", default="careful", help="careful (3 requests) or careful_20 (20)")
+    t.add_argument("--engines", default="local,ray", help="local and/or ray")
     d = sub.add_parser("discovery")
     d.add_argument("--seeds", type=int, default=10)
     d.add_argument("--max-runs", type=int, default=20000)
     args = parser.parse_args(argv)
     if args.what == "throughput":
         print("| engine | runs | wall s | runs/s | failures |\n|---|---|---|---|---|")
-        throughput(args.runs)
+        throughput(args.runs, args.client, args.engines.split(","))
     else:
         print(
             "| client | schedules | runs to first failure (median / range) | not found |\n|---|---|---|---|"

@@ -62,6 +62,8 @@ def naive(world):
     _pull_once(world, retry_busy=False)
 """
 
+# A code a v2 pull can give (faults/engine_codes: LLM_LINK_BUSY is not one, so a rule naming it would be
+# refused for this CacheManager-mode client and nothing would fire).
 BUSY_ONCE = """
 expect = ["LLM_TIMEOUT"]
 [[rules]]
@@ -139,3 +141,18 @@ def test_run_takes_the_seed_of_a_scenario_file_unless_given_one(
     assert json.loads(capsys.readouterr().out)["seed"] == 5
     assert main(["run", "uce", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["seed"] == 0
+
+
+def test_run_client_exits_1_when_no_fault_fired_and_the_promised_code_never_came(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README, "Faults, scenarios and the trace": run exits 1 when a promised code did not appear; with
+    --client that holds when nothing fired (the run tested nothing), here a rule for another cluster."""
+    (project / "elsewhere.toml").write_text(
+        BUSY_ONCE.replace('op = "pull_cache"', 'op = "pull_cache"\ncluster = 42')
+    )
+    assert main(["run", "elsewhere.toml", "--client", "h17_user_client:careful"]) == 1
+    out = capsys.readouterr().out
+    assert "no fault fired and the promised codes never reached the client" in out
+    assert main(["run", "elsewhere.toml", "--client", "h17_user_client:careful", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["untested"] is True

@@ -116,7 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_client(args: argparse.Namespace, scenario: Scenario) -> int:
     """``run SCENARIO --client package.module:function``: the user's client instead of the reference
-    workload; 1 when the function raises (or a self-check's traces differ), 2 when it cannot be loaded."""
+    workload; 1 when the function raises, when no fault fired and a promised code never reached the
+    client, or when a self-check's traces differ; 2 when it cannot be loaded."""
     from datadist_sim._target import load_target
     from datadist_sim._world.trace import expand_trace_path
     from datadist_sim.scenarios.client_run import fake_installed, run_client
@@ -132,10 +133,13 @@ def _run_client(args: argparse.Namespace, scenario: Scenario) -> int:
         same = None
         if args.self_check:
             same = run_client(function, scenario, keep_trace=True, **options).trace_text == report.trace_text
-    unseen = [code for code in scenario.expect if code not in report.codes()]  # told, not failed on
+    # Promised codes the client never met are told, not failed on, once a fault fired (the client may
+    # have met it through another call); a run where nothing fired and they never came tested nothing.
+    unseen = [code for code in scenario.expect if code not in report.codes()]
+    untested = bool(unseen) and report.faults_fired == 0
     if args.json:
         out = report.as_dict()
-        out["expected"], out["missing"] = list(scenario.expect), unseen
+        out["expected"], out["missing"], out["untested"] = list(scenario.expect), unseen, untested
         if same is not None:
             out["deterministic"] = same
         print(json.dumps(out, indent=2))
@@ -143,11 +147,13 @@ def _run_client(args: argparse.Namespace, scenario: Scenario) -> int:
         print(report.render())
         if unseen:
             print(f"codes the scenario promises that your client never met: {', '.join(unseen)}")
+        if untested:
+            print("result: FAILED: no fault fired and the promised codes never reached the client")
         if same is not None:
             print(f"self-check (same seed twice, traces compared): {'identical' if same else 'DIFFERENT'}")
         if args.trace:
             print(f"trace written to {expand_trace_path(args.trace)}")
-    return 0 if report.passed and same is not False else 1
+    return 0 if report.passed and same is not False and not untested else 1
 
 
 def _run_failures(

@@ -34,7 +34,7 @@ from datadist_sim._coverage import CodeCoverage
 from datadist_sim._install import installed, is_installed
 from datadist_sim._world.clock import VirtualClock
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.faults.plan import unfired_notes
+from datadist_sim.faults.plan import only_masked, unfired_notes
 from datadist_sim.timepatch import patch_time
 
 __all__ = ["DatadistBackend", "assert_llm_error", "assert_traced"]
@@ -70,13 +70,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--datadist-explore-out",
         default="datadist-explore",
         metavar="DIR",
-        help="where a datadist_explore test writes the shrunk scenario of its first failure",
+        help="where a datadist_explore test writes the shrunk scenario of each distinct failure",
     )
     group.addoption(
         "--datadist-replay",
         default=None,
         metavar="FILE",
         help="run each datadist_explore test once, under FILE's rules and seed (replay a failure)",
+    )
+    group.addoption(
+        "--datadist-reading",
+        choices=("table", "code"),
+        default=None,
+        help="with --datadist-replay: what a timed-out transfer leaves of its link, 'table' breaks it (the "
+        "status table), 'code' keeps it (hixl comm_entity.cc:536-556); default: the file's [config]",
     )
     group.addoption(
         "--datadist-trace-dir",
@@ -145,22 +152,52 @@ def pytest_report_header(config: pytest.Config) -> str:
 def sim_world(request: pytest.FixtureRequest) -> Iterator[SimWorld]:
     """A fresh ``SimWorld`` on the virtual clock, active for the test; finalized instances after.
 
-    A ``datadist_scenario`` file with a top-level ``seed`` seeds the world (an explore replay)."""
+    A ``datadist_scenario`` file with a top-level ``seed`` seeds the world, and its ``[config]`` table
+    sets ``SimConfig`` fields (an explore replay: the engine reading the failure needs)."""
     marker = request.node.get_closest_marker("datadist_scenario")
     path = None if marker is None else _scenario_of(marker, request.node)
     seed = request.config.stash[SEED]
+    config = _config(request.node)
     if path is not None:
         from datadist_sim import scenarios
 
-        file_seed = scenarios.load(path).seed
-        seed = seed if file_seed is None else file_seed
-    world = SimWorld(seed=seed, config=_config(request.node))
+        loaded = scenarios.load(path)
+        seed = seed if loaded.seed is None else loaded.seed
+        for name, value in loaded.config.items():  # the engine reading an explore failure needs
+            if not hasattr(config, name):
+                pytest.fail(f"{request.node.nodeid}: {path}: SimConfig has no field {name!r}", pytrace=False)
+            setattr(config, name, value)
+    world = SimWorld(seed=seed, config=config)
     request.node.stash[WORLD] = world
     with world.activate():
         if path is not None:
             world.faults.load(path)
         yield world
         _finalize(world)
+
+
+class _Module(pytest.Module):
+    """A test module that imports ``llm_datadist`` (or a client that does) at its top, on a host with no
+    real one: imported again with the fake installed, so it collects, as explore and ``--replay`` load
+    such a target. A host with a real ``llm_datadist`` imports it as written."""
+
+    def _getobj(self) -> Any:
+        try:
+            return super()._getobj()  # type: ignore[no-untyped-call]
+        except self.CollectError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, ModuleNotFoundError) and cause.name == "llm_datadist"):
+                raise
+        with _fake_installed():
+            return super()._getobj()  # type: ignore[no-untyped-call]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> Optional[pytest.Module]:
+    if module_path.name == "__init__.py":
+        return None
+    module: pytest.Module = _Module.from_parent(parent, path=module_path)
+    return module
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -320,6 +357,10 @@ def _failure_section(item: pytest.Item, world: SimWorld) -> str:
             f"last {len(lines)} of {world.trace.total} trace events:",
             *(f"  {line}" for line in lines),
             *(f"rule never fired: {note}" for note in unfired_notes(world.faults)),
+            *(
+                f"rule masked (matched, but another rule on the same call won): {rule!r}"
+                for rule in only_masked(world.faults)
+            ),
             *_trace_file(item, world),
             f"reproduce: pytest {shlex.quote(item.nodeid)} --datadist-seed={world.seed}",
         ]

@@ -3,7 +3,9 @@
 ``careful`` retries a timed-out pull after re-linking (the status table's remedy for a transmission
 timeout) and reports every request it could not serve; ``buggy`` retries a timed-out pull on the same,
 now broken, link and lets that retry's error escape; ``twice`` re-links once, but a second timeout on
-the same request takes an unguarded path (a bug that needs two faults on one request). Each target
+the same request takes an unguarded path (a bug that needs two faults on one request); ``landed``
+re-links and retries correctly but takes the retry's ``LLM_KV_CACHE_NOT_EXIST`` for a crash (a bug only
+a timeout whose bytes landed, and so consumed the key, reaches). Each target
 raises ``AssertionError`` when its property is violated: no error escapes the connector, and every
 request it calls served holds the Prompt's bytes.
 """
@@ -11,7 +13,7 @@ request it calls served holds the Prompt's bytes.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Type
 
 import numpy as np
 
@@ -42,13 +44,13 @@ def _cluster(llm: Any) -> Any:
     return info
 
 
-def _prompt(llm: Any) -> Optional[Tuple[Any, Any]]:
+def _prompt(llm: Any, requests: int = REQUESTS) -> Optional[Tuple[Any, Any]]:
     """The Prompt side: not under test, so a fault that stops it setting up ends the run quietly."""
     try:
         dd = llm.LLMDataDist(llm.LLMRole.PROMPT, P_ID)
         dd.init(_options(f"{PROMPT_IP}:{PORT}"))
-        keys = [llm.CacheKey(P_ID, r) for r in range(REQUESTS)]
-        src = dd.cache_manager.allocate_cache(_desc(llm, REQUESTS), keys)
+        keys = [llm.CacheKey(P_ID, r) for r in range(requests)]
+        src = dd.cache_manager.allocate_cache(_desc(llm, requests), keys)
     except llm.LLMException:
         return None
     for i, view in enumerate(tensor_views(src)):
@@ -61,6 +63,8 @@ class Connector:
 
     retry_relinks = True
     second_timeout_guarded = True
+    missing_key_guarded = True
+    requests = REQUESTS
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -95,6 +99,9 @@ class Connector:
         try:
             self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
         except llm.LLMException as exc:
+            missing = exc.status_code == llm.LLMStatusCode.LLM_KV_CACHE_NOT_EXIST
+            if missing and not self.missing_key_guarded:  # the bug: the timed-out pull had landed
+                raise RuntimeError("unhandled LLM_KV_CACHE_NOT_EXIST in the pull retry") from exc
             if exc.status_code != timeout or self.second_timeout_guarded:
                 raise
             return self.unguarded(key, req)  # the bug: a second timeout is retried without re-linking
@@ -115,12 +122,12 @@ class Connector:
         try:
             self.dd = llm.LLMDataDist(llm.LLMRole.DECODER, D_ID)
             self.dd.init(_options())
-            self.dst = self.dd.cache_manager.allocate_cache(_desc(llm, REQUESTS))
+            self.dst = self.dd.cache_manager.allocate_cache(_desc(llm, self.requests))
             if not self.relink():
                 return served
         except llm.LLMException:
             return served
-        for req in range(REQUESTS):
+        for req in range(self.requests):
             try:
                 if self.pull(req):
                     served.append(req)
@@ -138,10 +145,14 @@ class Twice(Connector):
     second_timeout_guarded = False
 
 
-def _check(world: SimWorld, connector_type: type) -> None:
+class Landed(Connector):
+    missing_key_guarded = False
+
+
+def _check(world: SimWorld, connector_type: Type[Connector]) -> None:
     import llm_datadist
 
-    prompt = _prompt(llm_datadist)
+    prompt = _prompt(llm_datadist, connector_type.requests)
     if prompt is None:
         return
     want = [view.copy() for view in tensor_views(prompt[1])]
@@ -166,3 +177,69 @@ def buggy(world: SimWorld) -> None:
 
 def twice(world: SimWorld) -> None:
     _check(world, Twice)
+
+
+def landed(world: SimWorld) -> None:
+    _check(world, Landed)
+
+
+class Twenty(Connector):
+    """The careful connector serving 20 requests (explore's throughput benchmark)."""
+
+    requests = 20
+
+
+def careful_20(world: SimWorld) -> None:
+    _check(world, Twenty)
+
+
+class Both(Connector):
+    """Two bugs in two places: the landed timeout's missing key, and the second timeout's retry."""
+
+    missing_key_guarded = False
+    second_timeout_guarded = False
+
+
+def both(world: SimWorld) -> None:
+    _check(world, Both)
+
+
+RANKS = {P_ID: 0, D_ID: 1}
+RANK_TABLE = json.dumps(
+    {
+        "version": "1.2",
+        "server_count": "2",
+        "status": "completed",
+        "server_list": [
+            {
+                "server_id": f"s{rank}",
+                "device": [{"device_id": "0", "device_ip": f"10.0.0.{rank + 1}", "rank_id": str(rank)}],
+            }
+            for rank in range(2)
+        ],
+    }
+)
+
+
+def trusts_the_link(world: SimWorld) -> None:
+    """A rank-table connector that, after a timed-out pull, gives that request up and pulls the next on
+    the same link (as the hixl code allows: the stream is aborted, the link kept); under the status
+    table's reading that link is broken, and the next pull's ``LLM_NOT_YET_LINK`` escapes it."""
+    import llm_datadist as llm
+
+    p = llm.LLMDataDist(llm.LLMRole.PROMPT, P_ID)
+    p.init(_options())
+    d = llm.LLMDataDist(llm.LLMRole.DECODER, D_ID)
+    d.init(_options())
+    p.link("pd", RANKS, RANK_TABLE)
+    comm = d.link("pd", RANKS, RANK_TABLE)
+    while d.query_register_mem_status(comm) is llm.RegisterMemStatus.PREPARING:
+        pass
+    p.cache_manager.allocate_cache(_desc(llm, REQUESTS), [llm.CacheKey(P_ID, r) for r in range(REQUESTS)])
+    dst = d.cache_manager.allocate_cache(_desc(llm, REQUESTS))
+    for req in range(REQUESTS):
+        try:
+            d.cache_manager.pull_cache(llm.CacheKey(P_ID, req), dst, batch_index=req)
+        except llm.LLMException as exc:
+            if exc.status_code != llm.LLMStatusCode.LLM_TIMEOUT:
+                raise RuntimeError(f"unhandled {exc.status_code.name} after a timed-out pull") from exc

@@ -44,3 +44,24 @@ def unbalances_a_pool(world: SimWorld) -> None:
 
 def passes(world: SimWorld) -> None:
     """Touches nothing: every run passes."""
+
+
+def blocks_on_a_socket(world: SimWorld) -> None:
+    """A connector whose Decode waits on its listener thread, which blocks on a socket read no one
+    answers: both wait outside the simulated clock, and the thread is not a daemon."""
+    import socket
+    import threading
+
+    mine, theirs = socket.socketpair()
+    _held.append((mine, theirs))
+
+    def listen() -> None:
+        mine.recv(1)  # never answered
+
+    listener = threading.Thread(target=listen, name="listener")
+    listener.start()
+    listener.join()
+
+
+_held: list = []
+"""The sockets stay open (a closed one would end the read)."""

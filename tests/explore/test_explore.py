@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from tests.explore import targets
+from tests.explore import clients, targets
 
 from datadist_sim import SimWorld, scenarios
 from datadist_sim.cli import main
@@ -18,6 +18,7 @@ from datadist_sim.explore.run import run_one
 BUGGY = "tests.explore.clients:buggy"
 CAREFUL = "tests.explore.clients:careful"
 TWICE = "tests.explore.clients:twice"
+LANDED = "tests.explore.clients:landed"
 RUNS = 200
 
 
@@ -202,3 +203,38 @@ def test_faults_fired_are_counted_per_kind_from_the_trace() -> None:
     assert not result.failed
     assert result.fired == {"fail": 2}
     assert result.codes["LLM_FAILED"] == 2
+
+
+def test_bug_that_needs_a_landed_timeout_is_found_by_the_systematic_pass_and_shrunk_to_one_rule() -> None:
+    from datadist_sim.explore.schedule import systematic
+    from datadist_sim.explore.search import baseline_of
+
+    options = Options(runs=RUNS, workers=1)
+    _, base, _ = baseline_of(clients.landed, options)
+    systematic_runs = sum(1 for _ in systematic(base, options.kinds))
+    outcome = explore(LANDED, options)
+    first = outcome.first_failure
+    assert first is not None
+    assert first.index < systematic_runs
+    assert len(outcome.found) == 1
+    shrunk = outcome.shrunk
+    assert shrunk is not None
+    assert len(shrunk.schedule) == 1
+    rule = shrunk.schedule[0]
+    assert (rule["action"], rule["landed"], rule["op"]) == ("timeout", True, "pull_cache")
+    assert "unhandled LLM_KV_CACHE_NOT_EXIST" in shrunk.failure
+
+
+def test_landed_and_lost_timeouts_and_a_peer_kill_come_first_at_each_transfer_call() -> None:
+    from datadist_sim.explore.schedule import systematic
+    from datadist_sim.explore.search import baseline_of
+
+    options = Options(runs=RUNS, workers=1)
+    _, base, _ = baseline_of(clients.careful, options)
+    pulls = [c for c in base.calls if c.op == "pull_cache"]
+    first = [s[0] for s in list(systematic(base, options.kinds))[: 3 * len(pulls)]]
+    for n, site in enumerate(pulls):
+        landed, lost, kill = first[3 * n : 3 * n + 3]
+        assert (landed["action"], landed["landed"], landed["nth"]) == ("timeout", True, site.nth)
+        assert (lost["action"], lost["landed"], lost["nth"]) == ("timeout", False, site.nth)
+        assert (kill["action"], kill["op"], kill["cluster"]) == ("kill", "pull_cache", clients.P_ID)

@@ -93,3 +93,44 @@ def test_marker_without_sim_world_is_an_error(pytester: pytest.Pytester) -> None
     result = pytester.runpytest(*STRICT)
     result.assert_outcomes(failed=1)
     assert "needs the sim_world fixture" in result.stdout.str()
+
+
+def test_a_test_module_importing_llm_datadist_at_its_top_collects_and_is_explored(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import llm_datadist
+        import pytest
+
+        @pytest.mark.datadist_explore(runs=5)
+        def test_decode(sim_world):
+            dd = llm_datadist.LLMDataDist(llm_datadist.LLMRole.DECODER, 2)
+            dd.init({"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1"})
+            dd.finalize()
+        """
+    )
+    pytester.runpytest(*STRICT).assert_outcomes(passed=1)
+
+
+def test_the_suggested_scenario_path_resolves_from_the_test_file_wherever_pytest_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    tests = pytester.mkpydir("sub")
+    (tests / "test_connector.py").write_text(TESTS.replace("def test_careful", "def _careful"))
+    result = pytester.runpytest(*STRICT, "sub")  # the file goes to ./datadist-explore, not beside the test
+    result.assert_outcomes(failed=1)
+    match = re.search(r"datadist_scenario\('([^']+)'\)", result.stdout.str())
+    assert match is not None, result.stdout.str()
+    suggested = match.group(1)
+    assert (tests / suggested).resolve().is_file()
+    (tests / "test_regression.py").write_text(
+        "import pytest\nfrom tests.explore import clients\n\n"
+        f"@pytest.mark.datadist_scenario({suggested!r})\n"
+        "def test_again(sim_world, llm_datadist):\n    assert sim_world.faults.rules\n"
+    )
+    elsewhere = pytester.mkdir("elsewhere")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(elsewhere)
+        again = pytester.runpytest(*STRICT, str(tests / "test_regression.py"))
+    again.assert_outcomes(passed=1)

@@ -1,7 +1,9 @@
 """``datadist-sim explore TARGET``: argument parsing, the run, the report, the exit code.
 
 Exit codes: 0 no run failed (or ``--replay`` no longer fails), 1 a run failed (or the baseline did, or
-the replayed scenario still fails), 2 usage error (bad target, kinds, file, or an engine that cannot run).
+the replayed scenario still fails under a reading replayed), 2 usage error (bad target, kinds, file, or
+an engine that cannot run). The target runs in a process of its own (``worker``), so the command
+returns within the wall bound whatever the target's threads do.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
-from datadist_sim._install import installed
 from datadist_sim._progress import Progress
 from datadist_sim.explore.executor import ENGINES, EngineError
-from datadist_sim.explore.run import SIM_LIMIT_S, WALL_LIMIT_S, Limits, RunResult, run_one
-from datadist_sim.explore.schedule import parse_kinds
-from datadist_sim.explore.search import Options, explore
+from datadist_sim.explore.run import SIM_LIMIT_S, WALL_LIMIT_S, Limits, RunResult
+from datadist_sim.explore.schedule import Schedule, parse_kinds
+from datadist_sim.explore.search import READINGS, Options, explore, load
+from datadist_sim.explore.worker import Job, Workers
 
 PROG = "datadist-sim explore"
 
@@ -37,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=Path("datadist-explore"), help="where the shrunk scenario file goes"
     )
     parser.add_argument("--replay", type=Path, metavar="FILE", help="run the target once under FILE's rules")
+    parser.add_argument(
+        "--reading",
+        choices=(*READINGS, "both"),
+        help="with --replay: what a timed-out transfer leaves of its link: 'table' breaks it (the status "
+        "table), 'code' keeps it (hixl comm_entity.cc:536-556), 'both' replays under each (default: the "
+        "file's [config], else 'table')",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable report")
     parser.add_argument(
         "--trace",
@@ -60,13 +69,13 @@ def _usage(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datadist_sim._target import load_target
-
     if args.runs < 0 or args.max_rules < 1 or (args.workers is not None and args.workers < 1):
         return _usage("--runs must be >= 0, --max-rules and --workers >= 1")
+    if args.reading is not None and args.replay is None:
+        return _usage("--reading goes with --replay")
     try:
         kinds = parse_kinds(args.faults)
-        target = load_target(args.target)
+        target = load(args.target)  # the fake installed first: the module may `import llm_datadist`
     except ValueError as exc:
         return _usage(str(exc))
     if not callable(target):
@@ -86,29 +95,31 @@ def run(args: argparse.Namespace) -> int:
         limits=limits,
     )
     try:
-        with installed(force=True), Progress(args.runs, "explore") as bar:
+        with Progress(args.runs, "explore") as bar:
             outcome = explore(args.target, options, progress=lambda done, total: bar.update(done))
     except EngineError as exc:
         return _usage(str(exc))
     from datadist_sim.explore import report
 
-    path = None
-    if outcome.shrunk is not None:
-        path = report.write_scenario(args.out, args.target, outcome.shrunk)
+    paths: List[Optional[Path]] = [
+        None if found.shrunk is None else report.write_scenario(args.out, args.target, found.shrunk)
+        for found in outcome.found
+    ]
     if args.trace:
         # Runs are deterministic from their seed and rules, so one more run of the reported schedule
         # writes exactly the trace that run had (workers may be other processes, or other machines).
         shown = outcome.shrunk if outcome.shrunk is not None else outcome.baseline
-        _traced_run(args.trace, target, shown.seed, shown.schedule, limits)
+        _traced_run(args.trace, target, shown.seed, shown.schedule, limits, {})
     if args.json:
-        print(json.dumps(report.as_json(outcome, args.target, path), indent=2))
+        print(json.dumps(report.as_json(outcome, args.target, paths), indent=2))
     else:
-        print(report.render(outcome, args.target, path))
+        print(report.render(outcome, args.target, paths))
     return 1 if outcome.baseline.failed or outcome.failures else 0
 
 
 def _replay(args: argparse.Namespace, target: Any, limits: Limits) -> int:
-    """One run under the file's rules and seed: 1 while it still fails, 0 once the client is fixed."""
+    """The target under the file's rules and seed, once per reading asked for: 1 while it still fails
+    under any, 0 once the client is fixed."""
     from datadist_sim import scenarios
     from datadist_sim.explore import report
 
@@ -118,28 +129,60 @@ def _replay(args: argparse.Namespace, target: Any, limits: Limits) -> int:
         return _usage(f"--replay {args.replay}: {exc}")
     seed = scenario.seed if scenario.seed is not None else args.seed
     schedule = [dict(s) for s in scenario.rule_specs]
-    if args.trace:
-        result = _traced_run(args.trace, target, seed, schedule, limits)
+    if args.reading is None:
+        readings: Dict[str, Dict[str, Any]] = {"file": dict(scenario.config)}
+    elif args.reading == "both":
+        readings = {name: {**scenario.config, **READINGS[name]} for name in READINGS}
     else:
-        result = run_one(target, 0, seed, schedule, limits)
+        readings = {args.reading: {**scenario.config, **READINGS[args.reading]}}
+    results: Dict[str, RunResult] = {}
+    with Workers(target, limits) as workers:
+        for name, overrides in readings.items():
+            if args.trace and len(results) == 0:
+                results[name] = _traced_run(args.trace, target, seed, schedule, limits, overrides, workers)
+            else:
+                results[name] = workers.one(Job(0, seed, schedule, overrides))
+    failed = any(r.failed for r in results.values())
     if args.json:
-        out = {"scenario": str(args.replay), "seed": seed, "failed": result.failed}
-        out.update(signature=result.signature, failure=result.failure, trace_tail=result.trace_tail)
+        out: Dict[str, Any] = {"scenario": str(args.replay), "seed": seed, "failed": failed, "readings": {}}
+        for name, result in results.items():
+            out["readings"][name] = {
+                "failed": result.failed,
+                "signature": result.signature,
+                "where": result.where,
+                "failure": result.failure,
+                "trace": result.trace_tail,
+            }
         print(json.dumps(out, indent=2))
-    elif result.failed:
-        print("\n".join(report.failure_text(result, f"{args.replay} still fails")))
     else:
-        print(f"{args.replay}: the target passes under its {len(scenario.rule_specs)} rule(s) (seed {seed})")
-    return 1 if result.failed else 0
+        for name, result in results.items():
+            under = "" if name == "file" else f" under the {name} reading"
+            if result.failed:
+                print("\n".join(report.failure_text(result, f"{args.replay} still fails{under}")))
+            else:
+                rules = len(scenario.rule_specs)
+                print(f"{args.replay}: the target passes{under} under its {rules} rule(s) (seed {seed})")
+    return 1 if failed else 0
 
 
-def _traced_run(template: str, target: Any, seed: int, schedule: Any, limits: Limits) -> RunResult:
-    """One run of ``schedule`` with its whole trace streamed to ``--trace``'s file (``run_one`` installs
-    the fake itself, as for ``--replay``)."""
-    from datadist_sim._world.trace import open_trace_sink
+def _traced_run(
+    template: str,
+    target: Any,
+    seed: int,
+    schedule: Schedule,
+    limits: Limits,
+    overrides: Dict[str, Any],
+    workers: Optional[Workers] = None,
+) -> RunResult:
+    """One run of ``schedule`` with its whole trace streamed to ``--trace``'s file (``{pid}``: this
+    command's process id, though a worker process writes it)."""
+    from datadist_sim._world.trace import expand_trace_path
 
-    with open_trace_sink(template) as sink:
-        return run_one(target, 0, seed, schedule, limits, trace_sink=sink)
+    job = Job(0, seed, schedule, overrides, trace_path=expand_trace_path(template))
+    if workers is not None:
+        return workers.one(job)
+    with Workers(target, limits) as own:
+        return own.one(job)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -2,7 +2,7 @@
 
 Results come back in job order whatever the engine and the number of workers, and each job carries
 everything it depends on (its seed, its schedule), so the outcome of a job never depends on where or
-when it ran. ``explore`` and ``bench retry`` both use it.
+when it ran. ``bench retry`` uses it, and ``explore`` for Ray tasks (its local runs go to ``worker``).
 """
 
 from __future__ import annotations

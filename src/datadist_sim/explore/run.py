@@ -5,21 +5,29 @@ A run fails when the target raises, when it hangs (simulated time past ``sim_lim
 world's own books no longer balance afterwards (pool accounting, keys naming freed caches, bytes still
 held once every instance is finalized). The verdict is plain data, so it crosses process boundaries.
 
-A hang is noticed in the thread that moves or reads simulated time; a thread blocked on its own lock,
-never touching the world, cannot be interrupted from inside the process.
+A hang is noticed in the thread that moves or reads simulated time; a thread blocked outside the world
+(a socket read, its own lock) cannot be interrupted from inside the process, so explore runs targets in
+a process of their own (``worker``), which is stopped when the wall bound passes.
+
+Each failure names *where* it happened: the innermost frame of the target's own code (not the
+simulator's, not the standard library's) in the traceback, or for a hang the frame the client waited in.
+Failures with the same signature and place are one bug (``RunResult.group``).
 """
 
 from __future__ import annotations
 
 import copy
+import sysconfig
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, List, Optional
+from pathlib import Path
+from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from datadist_sim._world.clock import VirtualClock, Wake
 from datadist_sim._world.world import SimConfig, SimWorld
-from datadist_sim.explore.schedule import Schedule
+from datadist_sim.explore.schedule import Baseline, Schedule
 from datadist_sim.faults.files import rule_from_spec
 from datadist_sim.scenarios.client_run import describe, fake_installed
 
@@ -27,6 +35,8 @@ Target = Callable[[SimWorld], Any]
 SIM_LIMIT_S = 600.0
 WALL_LIMIT_S = 60.0
 TRACE_TAIL = 20
+TRACE_BEFORE = 5
+"""Events shown before the first fault that fired; the rest of ``TRACE_TAIL`` is the client's reaction."""
 _wall = time.perf_counter  # bound before any time patch a target may apply
 
 
@@ -96,6 +106,23 @@ class RunResult:
     codes: Dict[str, int] = field(default_factory=dict)
     sim_time: float = 0.0
     trace_tail: List[str] = field(default_factory=list)
+    """Trace lines around the first fault that fired (the last ones when none fired)."""
+    where: str = ""
+    """``file:line in function`` of the target's own frame that raised or waited (empty: not known)."""
+    masked: Dict[str, int] = field(default_factory=dict)
+    """Rules that matched a call but whose effect another rule on that call overrode, per action."""
+    readings: Dict[str, bool] = field(default_factory=dict)
+    """Whether the run fails under each reading of a contested engine rule (``readings``), once
+    explore has replayed it under each; empty before."""
+    baseline: Optional[Baseline] = None
+    """What the run called, for the fault-free baseline run only."""
+    fired_at: List[Optional[float]] = field(default_factory=list)
+    """The simulated time each rule of the schedule first fired at (None: never), for the shrinker."""
+
+    @property
+    def group(self) -> str:
+        """One bug: the same signature at the same place."""
+        return f"{self.signature} at {self.where}" if self.where else self.signature
 
 
 def signature_of(exc: BaseException) -> str:
@@ -106,42 +133,104 @@ def signature_of(exc: BaseException) -> str:
     return type(exc).__name__ + (f"({name})" if isinstance(name, str) else "")
 
 
+def config_of(limits: Limits, overrides: Optional[Dict[str, Any]] = None) -> Optional[SimConfig]:
+    """The world's configuration for one run: ``limits.config`` (a copy) with ``overrides`` set."""
+    if not overrides:
+        return None if limits.config is None else copy.deepcopy(limits.config)
+    config = copy.deepcopy(limits.config) if limits.config is not None else SimConfig()
+    for name, value in overrides.items():
+        if not hasattr(config, name):
+            raise ValueError(f"config: SimConfig has no field {name!r}")
+        setattr(config, name, value)
+    return config
+
+
 def run_one(
     target: Target,
     index: int,
     seed: int,
     schedule: Schedule,
     limits: Limits,
-    world_out: Any = None,
+    *,
+    overrides: Optional[Dict[str, Any]] = None,
     trace_sink: Optional[IO[str]] = None,
+    want_baseline: bool = False,
 ) -> RunResult:
-    """Run ``target`` once on a fresh world seeded ``seed`` with ``schedule`` in its plan (its whole
-    trace streamed to ``trace_sink`` when one is given: ``explore --trace``)."""
+    """Run ``target`` once on a fresh world seeded ``seed`` with ``schedule`` in its plan, configured by
+    ``limits.config`` with ``overrides`` (its whole trace streamed to ``trace_sink`` when one is given:
+    ``explore --trace``). ``want_baseline``: also say what the run called (``RunResult.baseline``)."""
     clock = BoundedClock(limits.sim_limit_s, limits.wall_limit_s)
-    config = None if limits.config is None else copy.deepcopy(limits.config)
-    world = SimWorld(seed=seed, clock=clock, config=config, trace_sink=trace_sink)
+    world = SimWorld(seed=seed, clock=clock, config=config_of(limits, overrides), trace_sink=trace_sink)
     result = RunResult(index, seed, schedule)
     rules = [rule_from_spec(spec) for spec in schedule]
-    if world_out is not None:
-        world_out.append(world)
     with fake_installed(), world.activate():
         try:
             if rules:
                 world.faults.add(*rules)
             target(world)
         except BaseException as exc:
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if isinstance(exc, KeyboardInterrupt):
                 raise
             result.failed, result.signature, result.failure = True, signature_of(exc), describe(exc)
+            result.where = where_raised(exc)
         clock.armed = False
-        tail = world.trace.lines(last=TRACE_TAIL)
+        result.fired_at = [world.faults.fired_at(rule) for rule in rules]
+        events = list(world.trace) if result.failed or want_baseline else []
         broken = _cleanup(world) if result.signature != "hang" else []
     if broken and not result.failed:
         result.failed, result.signature, result.failure = True, "invariant", "; ".join(broken)
+        events = list(world.trace)
     _summarise(world, result)
     if result.failed:
-        result.trace_tail = tail
+        result.trace_tail = excerpt(events)
+    if want_baseline:
+        result.baseline = Baseline.from_trace(events, result.sim_time)
     return result
+
+
+def excerpt(events: Sequence[Any], size: int = TRACE_TAIL) -> List[str]:
+    """Lines around the first fault that fired (a few before, the client's reaction after), or the last
+    ``size`` events when no fault fired."""
+    first = next(
+        (i for i, e in enumerate(events) if e.outcome == "fired" and e.op.startswith("fault.")), None
+    )
+    if first is None:
+        shown = list(events[-size:])
+    else:
+        start = max(0, first - TRACE_BEFORE)
+        shown = list(events[start : start + size])
+    return [str(e) for e in shown]
+
+
+_OURS = str(Path(__file__).resolve().parents[1])
+_STDLIB = tuple(
+    str(Path(p).resolve()) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+
+
+def own_frame(frames: Iterable[Tuple[str, int, str]]) -> str:
+    """The first of ``frames`` (innermost first: file, line, function) in the target's own code."""
+    for filename, line, function in frames:
+        if filename.startswith("<"):
+            continue
+        path = str(Path(filename).resolve())
+        if path.startswith(_OURS) or (path.startswith(_STDLIB) and "site-packages" not in path):
+            continue
+        return f"{_short(path)}:{line} in {function}"
+    return ""
+
+
+def _short(path: str) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def where_raised(exc: BaseException) -> str:
+    """Where in the target's own code ``exc`` was raised (or, for a call into the simulator, made)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return own_frame((f.filename, f.lineno or 0, f.name) for f in reversed(frames))
 
 
 def _cleanup(world: SimWorld) -> List[str]:
@@ -179,10 +268,15 @@ def invariants(world: SimWorld) -> List[str]:
 
 def _summarise(world: SimWorld, result: RunResult) -> None:
     fired: Counter[str] = Counter()
+    masked: Counter[str] = Counter()
     codes: Counter[str] = Counter()
     for event in world.trace:
         if event.kind == "call":
             codes[event.outcome] += 1
-        elif event.outcome == "fired" and event.op.startswith("fault."):
-            fired[event.op[len("fault.") :]] += 1
-    result.fired, result.codes, result.sim_time = dict(fired), dict(codes), world.now()
+        elif event.op.startswith("fault."):
+            if event.outcome == "fired":
+                fired[event.op[len("fault.") :]] += 1
+            elif event.outcome == "masked":
+                masked[event.op[len("fault.") :]] += 1
+    result.fired, result.masked, result.codes = dict(fired), dict(masked), dict(codes)
+    result.sim_time = world.now()

@@ -58,6 +58,8 @@ class CallSite:
     cluster: Optional[int]
     nth: int
     req_id: Optional[int] = None
+    time: float = field(default=0.0, compare=False)
+    """Simulated time the call returned at in the baseline."""
 
 
 @dataclass
@@ -83,7 +85,8 @@ class Baseline:
             key = (event.op, event.cluster_id)
             counts[key] = counts.get(key, 0) + 1
             found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
-            calls.append(CallSite(event.op, event.cluster_id, counts[key], found and int(found.group(1))))
+            req = int(found.group(1)) if found else None
+            calls.append(CallSite(event.op, event.cluster_id, counts[key], req, event.time))
         return cls(calls, sorted(clusters), sim_time, engine_codes.trace_modes(events))
 
     def mode_of(self, cluster: Optional[int]) -> Optional[engine_codes.EngineMode]:
@@ -161,17 +164,53 @@ def _global_nth(site: CallSite, baseline: Baseline) -> int:
     return _global_nth(before, baseline) + 1 if before in baseline.calls else site.nth
 
 
+def ambiguous(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Spec]:
+    """The outcomes real connectors most often get wrong, at each transfer call of the baseline: a
+    timeout whose bytes landed (the key consumed: a retry gets ``LLM_KV_CACHE_NOT_EXIST``) and one whose
+    bytes did not, the peer killed at that call (between the link and the pull); then the link broken
+    between two transfers of one request (the second finds no link)."""
+    transfers = [site for site in baseline.calls if site.op in TRANSFER_OPS]
+    for site in transfers:
+        where: Spec = {"op": site.op, "nth": site.nth}
+        if site.cluster is not None:
+            where["cluster"] = site.cluster
+        if "timeout" in kinds and can_time_out(site.op, baseline.mode_of(site.cluster)):
+            yield {"action": "timeout", "landed": True, **where}
+            yield {"action": "timeout", "landed": False, **where}
+        if "kill" in kinds:
+            yield from at_call("kill", site, baseline)
+    if "cut_link" not in kinds:
+        return
+    for before, after in zip(transfers, transfers[1:]):
+        if before.req_id is None or before.req_id != after.req_id or before.cluster is None:
+            continue
+        for other in baseline.others(before.cluster):
+            if other != before.cluster:
+                yield {
+                    "action": "cut_link",
+                    "cluster": before.cluster,
+                    "remote": other,
+                    "start_s": before.time,
+                }
+
+
 def systematic(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Schedule]:
-    """Each kind at each call, one at a time; then pairs on one request: a fault at a call and a second
-    one at the next call of the same operation on the same cluster (the client's retry)."""
+    """The ambiguous outcomes first (``ambiguous``); then each kind at each call, one at a time; then
+    pairs on one request: a fault at a call and a second one at the next call of the same operation on
+    the same cluster (the client's retry)."""
+    tried: List[Spec] = []
+    for rule in ambiguous(baseline, kinds):
+        tried.append(rule)
+        yield [rule]
     singles: List[Tuple[CallSite, Spec]] = []
     for site in baseline.calls:
         for kind in kinds:
             for rule in at_call(kind, site, baseline):
                 singles.append((site, rule))
-                yield [rule]
+                if rule not in tried:
+                    yield [rule]
     for site, first in singles:
-        if first["action"] not in CALL_KINDS:
+        if first["action"] not in CALL_ACTIONS:
             continue
         retry = CallSite(site.op, site.cluster, site.nth + 1, site.req_id)
         for kind in kinds:
@@ -195,7 +234,7 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     sites = [s for s in sites if _usable(kind, s, baseline)] or sites
     site = rng.choice(sites)
     spec: Spec = {"action": kind}
-    if kind in WORLD_KINDS or (kind == "cut_link" and rng.random() < 0.3):
+    if kind in WORLD_ACTIONS or (kind == "cut_link" and rng.random() < 0.3):
         spec.update(_world_target(rng, baseline, kind, site))
         if rng.random() < 0.5 or kind == "cut_link":
             spec["start_s"] = round(rng.uniform(0.0, horizon), 6)
@@ -208,7 +247,10 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     if site.cluster is not None and rng.random() < 0.7:
         spec["cluster"] = site.cluster
     if kind == "fail":
-        spec["code"] = rng.choice(codes_for(site.op, baseline.mode_of(site.cluster)) or ("LLM_FAILED",))
+        codes = codes_for(site.op, baseline.mode_of(site.cluster))
+        if not codes:  # the operation gives no code a fault could: slow it instead
+            return _rule(rng, baseline, "delay")
+        spec["code"] = rng.choice(codes)
     elif kind == "delay":
         spec["seconds"] = round(10 ** rng.uniform(-3, 1.3), 6)  # 1 ms to ~20 s: past most timeouts
     elif kind == "timeout":

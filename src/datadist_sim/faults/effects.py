@@ -116,3 +116,19 @@ def transfer_effect(fired: Sequence[Fault], coin: Callable[[], bool]) -> Effect:
             landed = rule.landed if rule.landed is not None else coin()
             return Effect(tuple(delays), tuple(poison), timeout=True, landed=landed, rule=rule.name)
     return Effect(tuple(delays), tuple(poison))
+
+
+def overridden(op: str, fired: Sequence[Fault]) -> List[Fault]:
+    """Rules that fired on one call of ``op`` but whose effect another rule on that call overrode (the
+    functions above drop them): after the rule that ends a plain call or a transfer, and beside the
+    ``fail`` that decides a link call. The plan reports them as masked, not fired."""
+    if len(fired) < 2:
+        return []
+    if op in LINK_OPS:
+        decider = next((r for r in fired if r.action == "fail" and r.code is not None), None)
+        return [] if decider is None else [r for r in fired if r is not decider]
+    ends = ("fail", "timeout") if at_door(op) else ("fail", "cut_link", "timeout")
+    for n, rule in enumerate(fired):
+        if rule.action in ends and (rule.action != "fail" or rule.code is not None):
+            return list(fired[n + 1 :])
+    return []

@@ -70,6 +70,10 @@ class Scenario:
     seed: Optional[int] = None
     """The world's seed when the file builds the world (``explore --replay``, the pytest marker);
     ``world.faults.load`` on an existing world ignores it. Explore writes the failing run's seed here."""
+    config: Dict[str, Any] = field(default_factory=dict)
+    """``SimConfig`` fields the file's world is built with (its ``[config]`` table): explore writes the
+    engine reading a failure needs (``comm_timeout_keeps_link``) here, and ``--replay`` and
+    ``@pytest.mark.datadist_scenario`` build the world with it."""
     may_lose: bool = False
     """The faults destroy data (a dead Prompt, poisoned memory), so even a careful client cannot
     deliver every request; ``datadist-sim run`` then does not fail on lost requests."""
@@ -134,7 +138,7 @@ def load(name_or_path: Union[str, Path]) -> Scenario:
 
 
 def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Scenario:
-    allowed = {"name", "description", "expect", "may_lose", "workload", "rules", "seed"}
+    allowed = {"name", "description", "expect", "may_lose", "workload", "rules", "seed", "config"}
     for key in sorted(set(data) - allowed):
         check_name(f"scenario {name!r}: top-level key", key, allowed, "scenario key")
     workload_spec = data.get("workload", {})
@@ -151,6 +155,9 @@ def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Sc
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an int >= 0 in scenario {name!r}, got {seed!r}")
+    config = data.get("config", {})
+    if not isinstance(config, dict) or any(isinstance(v, (dict, list)) for v in config.values()):
+        raise ValueError(f"config must be a table of SimConfig fields in scenario {name!r}, got {config!r}")
     return Scenario(
         name=str(data.get("name", name)),
         description=str(data.get("description", "")).strip(),
@@ -159,6 +166,7 @@ def parse(data: Dict[str, Any], *, name: str = "scenario", path: str = "") -> Sc
         rule_specs=specs,
         path=path,
         seed=seed,
+        config=dict(config),
         may_lose=bool(data.get("may_lose", False)),
     )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
+from datadist_sim.faults.effects import overridden
 from datadist_sim.faults.engine_codes import OUTSIDE, EngineMode
 from datadist_sim.faults.files import Scenario, load
 from datadist_sim.faults.rules import (
@@ -30,7 +31,7 @@ from datadist_sim.faults.rules import (
     refusal,
 )
 
-__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "unfired_notes"]
+__all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "only_masked", "unfired_notes"]
 
 
 class PoisonHooks(Protocol):
@@ -75,6 +76,8 @@ class WorldHooks(Protocol):
 class _State:
     seen: int = 0
     fired: int = 0
+    masked: int = 0
+    """Calls it matched and fired on, whose effect another rule on the same call overrode."""
     fired_at: Optional[float] = None
     healed: bool = False
     undo: List[Any] = field(default_factory=list)
@@ -183,10 +186,22 @@ class FaultPlan:
         return not self._rules
 
     def fired(self, rule: Fault) -> int:
-        """How many times ``rule`` has fired."""
+        """How many times ``rule`` has fired (masked calls not counted)."""
         with self._lock:
             state = self._rules.get(rule)
             return 0 if state is None else state.fired
+
+    def fired_at(self, rule: Fault) -> Optional[float]:
+        """The simulated time ``rule`` first fired (or was masked) at, or None."""
+        with self._lock:
+            state = self._rules.get(rule)
+            return None if state is None else state.fired_at
+
+    def masked(self, rule: Fault) -> int:
+        """How many calls ``rule`` fired on while another rule on the same call overrode its effect."""
+        with self._lock:
+            state = self._rules.get(rule)
+            return 0 if state is None else state.masked
 
     # -- evaluation -----------------------------------------------------------------------------
 
@@ -225,9 +240,17 @@ class FaultPlan:
             self._world.record(call.cluster, f"fault.{rule.action}", "refused", f"{rule.name}: {reason}")
         for rule in world_fired:
             self._apply_world(rule)
+        masked = overridden(call.op, fired)
+        if masked:
+            with self._lock:
+                for rule in masked:
+                    state = self._rules[rule]
+                    state.fired, state.masked = state.fired - 1, state.masked + 1
+                    self.fired_total -= 1
         for rule in fired:
+            outcome = "masked" if rule in masked else "fired"
             self._world.record(
-                call.cluster, f"fault.{rule.action}", "fired", f"{call.op} {rule.name}", kind="event"
+                call.cluster, f"fault.{rule.action}", outcome, f"{call.op} {rule.name}", kind="event"
             )
         return fired
 
@@ -400,7 +423,13 @@ def never_fired(plan: FaultPlan) -> List[Fault]:
     """The plan's rules that have not fired once: a run that ends with any did not test what they
     describe (a window the run never reached, an ``op`` the client never calls, a cluster id that is
     not in the run), and its summary says so."""
-    return [rule for rule in plan.rules if plan.fired(rule) == 0]
+    return [rule for rule in plan.rules if plan.fired(rule) == 0 and plan.masked(rule) == 0]
+
+
+def only_masked(plan: FaultPlan) -> List[Fault]:
+    """The plan's rules that matched calls but never acted: each time, another rule on the same call
+    overrode them (a ``timeout`` after a ``fail`` on one pull). Reported as masked, not fired."""
+    return [rule for rule in plan.rules if plan.fired(rule) == 0 and plan.masked(rule) > 0]
 
 
 def unfired_notes(plan: FaultPlan) -> List[str]:

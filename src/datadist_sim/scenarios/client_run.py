@@ -21,7 +21,7 @@ from datadist_sim._install import installed
 from datadist_sim._world.trace import TraceSummary, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.faults.files import Scenario
-from datadist_sim.faults.plan import unfired_notes
+from datadist_sim.faults.plan import only_masked, unfired_notes
 
 ClientFunction = Callable[[SimWorld], Any]
 
@@ -39,6 +39,8 @@ class ClientReport:
     wall_s: float
     summary: TraceSummary
     never_fired: List[str] = field(default_factory=list)
+    masked: List[str] = field(default_factory=list)
+    """Rules that matched calls but whose effect another rule on the same call always overrode."""
     trace_text: str = ""
 
     @property
@@ -61,6 +63,7 @@ class ClientReport:
             "codes": self.summary.per_code,
             "per_op": self.summary.per_op,
             "never_fired": self.never_fired,
+            "masked": self.masked,
         }
 
     def render(self) -> str:
@@ -71,6 +74,7 @@ class ClientReport:
             "of wall time"
         )
         unfired = [f"rule never fired: {rule}" for rule in self.never_fired]
+        unfired += [f"rule masked (matched, but another rule on the same call won): {r}" for r in self.masked]
         failure = ["", "the client raised:", self.failure] if self.failure else []
         return "\n".join([head, "", "codes seen per operation:", self.summary.table(), *unfired, *failure])
 
@@ -133,5 +137,6 @@ def run_client(
         wall_s=time.perf_counter() - wall,
         summary=summarise(world.trace),
         never_fired=unfired_notes(world.faults),
+        masked=[repr(rule) for rule in only_masked(world.faults)],
         trace_text="".join(e.to_json() + "\n" for e in world.trace) if keep_trace else "",
     )

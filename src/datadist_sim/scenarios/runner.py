@@ -25,7 +25,7 @@ from datadist_sim._views import tensor_views
 from datadist_sim._world.trace import TraceSummary, expand_trace_path, open_trace_sink, summarise
 from datadist_sim._world.world import SimConfig, SimWorld
 from datadist_sim.faults.files import Scenario, Workload, load
-from datadist_sim.faults.plan import unfired_notes
+from datadist_sim.faults.plan import only_masked, unfired_notes
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
@@ -72,6 +72,8 @@ class RunReport:
     summary: TraceSummary
     notes: List[str] = field(default_factory=list)
     never_fired: List[str] = field(default_factory=list)
+    masked: List[str] = field(default_factory=list)
+    """Rules that matched calls but whose effect another rule on the same call always overrode."""
     """The scenario's rules that did not fire once in this run (each as ``repr(rule)``)."""
 
     def codes(self) -> Dict[str, int]:
@@ -93,6 +95,7 @@ class RunReport:
             "per_op": self.summary.per_op,
             "notes": self.notes,
             "never_fired": self.never_fired,
+            "masked": self.masked,
         }
 
     def render(self) -> str:
@@ -103,6 +106,7 @@ class RunReport:
             f"in {self.wall_s:.3f} s of wall time"
         )
         unfired = [f"rule never fired: {rule}" for rule in self.never_fired]
+        unfired += [f"rule masked (matched, but another rule on the same call won): {r}" for r in self.masked]
         return "\n".join([head, "", "codes seen per operation:", self.summary.table(), *self.notes, *unfired])
 
 
@@ -321,6 +325,7 @@ def run(
         summary=summary,
         notes=client.notes,
         never_fired=unfired_notes(world.faults),
+        masked=[repr(rule) for rule in only_masked(world.faults)],
     )
 
 
