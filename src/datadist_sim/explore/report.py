@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from datadist_sim._outputs import write_output
 from datadist_sim.explore.run import RunResult
 from datadist_sim.explore.schedule import Schedule
 from datadist_sim.explore.search import Outcome
@@ -51,7 +52,7 @@ def write_scenario(out: Path, target: str, result: RunResult) -> Path:
     description = f"Found by datadist-sim explore {target}: {first_line}"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.toml"
-    path.write_text(scenario_toml(name, result.seed, result.schedule, description), encoding="utf-8")
+    write_output(path, scenario_toml(name, result.seed, result.schedule, description))  # no symlink followed
     return path
 
 

@@ -9,7 +9,15 @@ import signal
 import sys
 from typing import IO, TYPE_CHECKING, Optional, Sequence
 
-from datadist_sim.fabric.address import ENV_VAR, FabricAddress, default_address, from_env, new_address, parse
+from datadist_sim.fabric.address import (
+    ENV_VAR,
+    STANDING_SOCKET,
+    FabricAddress,
+    default_address,
+    from_env,
+    new_address,
+    parse,
+)
 
 if TYPE_CHECKING:
     from datadist_sim._world.door import SimConfig
@@ -75,7 +83,11 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
         print(f"datadist-sim fabric: {exc}", file=sys.stderr)
         return 2
     trace_path = _option(args, where, "trace")
-    sink = open_trace_sink(trace_path, "a") if trace_path else None  # line-buffered: on disk as recorded
+    try:
+        sink = open_trace_sink(trace_path, "a") if trace_path else None  # line-buffered: on disk as recorded
+    except OSError as exc:  # a symlink planted at the name (refused), a directory we cannot write
+        print(f"datadist-sim fabric: --trace: {exc}", file=sys.stderr)
+        return 2
     world = SimWorld(
         seed=seed, clock=RealClock(float(speed)) if speed else None, config=config, trace_sink=sink
     )
@@ -205,14 +217,18 @@ def _running(pid: int) -> bool:
 
 def clean(out: IO[str] = sys.stdout) -> int:
     """``datadist-sim fabric --clean``: shared memory of fabrics that died, and the standing fabric's
-    files if nothing listens there any more."""
+    files if nothing listens there any more. A standing directory that is not this user's own and
+    private is reported and left alone (exit status 1); nothing is created."""
+    from datadist_sim.fabric.address import standing_directory, standing_problem
     from datadist_sim.fabric.launch import LISTENING, lock_path, log_path, probe
     from datadist_sim.fabric.shm import reclaim_stale
 
     removed = reclaim_stale()
     files = 0
-    where = default_address()
-    if probe(where.path) != LISTENING:
+    problem = standing_problem()
+    folder = standing_directory()
+    where = FabricAddress(os.path.join(folder, STANDING_SOCKET), "")  # its paths only: no token is read
+    if problem is None and os.path.isdir(folder) and probe(where.path) != LISTENING:
         for path in (where.path, lock_path(where), log_path(where)):
             if os.path.lexists(path):
                 os.unlink(path)
@@ -220,6 +236,9 @@ def clean(out: IO[str] = sys.stdout) -> int:
     print(
         f"removed {removed} shared-memory file(s) of dead fabrics and {files} stale fabric file(s)", file=out
     )
+    if problem is not None:
+        print(f"datadist-sim fabric --clean: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 
