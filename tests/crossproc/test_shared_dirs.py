@@ -85,6 +85,14 @@ def test_explore_out_refuses_a_symlink(planted: Tuple[Path, Path]) -> None:
         report.write_scenario(victim.parent / "scenarios", "m:t", result)  # type: ignore[arg-type]
 
 
+def test_run_trace_refuses_a_symlink(planted: Tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from datadist_sim.cli import main
+
+    link, _ = planted
+    assert main(["run", "flaky_link", "--seed", "3", "--trace", str(link)]) == 2
+    assert f"{link} is a symbolic link" in capsys.readouterr().err
+
+
 def test_exec_trace_refuses_a_symlink(planted: Tuple[Path, Path], tmp_path: Path) -> None:
     link, _ = planted
     program = [PY, "-c", "import llm_datadist"]

@@ -213,24 +213,20 @@ def _freeze(value: object) -> object:
     """``value`` as the trace keeps it. Total: it runs in the wrapper's ``finally``, so anything it
     raised would replace the call's own outcome (a ``list`` subclass whose ``__len__`` raises, say)."""
     try:
-        return _frozen(value)
+        if type(value) in _KEPT:
+            return value
+        if type(value) is _KV_CACHE:  # a KvCache frees itself on garbage collection: keep only its id
+            form = getattr(value, "_trace_form", None)
+            if form is None:  # its first call: the form is kept by the cache, its id cannot change
+                form = value._trace_form = _Shown(f"KvCache({value.cache_id})")  # type: ignore[attr-defined]
+            return form
+        if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
+            return _Seq(value)  # type: ignore[arg-type]
+        if isinstance(value, (list, tuple)) and _compact(value) is None:
+            return _Seq(value)
+        return _Shown(short(value))
     except Exception:
         return _Shown(_type_name(value))
-
-
-def _frozen(value: object) -> object:
-    if type(value) in _KEPT:
-        return value
-    if type(value) is _KV_CACHE:  # a KvCache frees itself on garbage collection: keep only its id
-        form = getattr(value, "_trace_form", None)
-        if form is None:  # its first call: the form is kept by the cache, its id cannot change
-            form = value._trace_form = _Shown(f"KvCache({value.cache_id})")  # type: ignore[attr-defined]
-        return form
-    if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
-        return _Seq(value)  # type: ignore[arg-type]
-    if isinstance(value, (list, tuple)) and _compact(value) is None:
-        return _Seq(value)
-    return _Shown(short(value))
 
 
 def _compact(value: object) -> Optional[str]:
