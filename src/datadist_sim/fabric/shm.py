@@ -339,7 +339,15 @@ def open_mapped(handle: str) -> mmap.mmap:
     descriptor is checked to be that very file by its name, since the fabric reuses a freed one's
     number; one that is gone or replaced raises ``FileNotFoundError``."""
     path, _, name = handle.partition("#")
-    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except PermissionError:
+        # the kernel's ptrace access check: another user, or a process in another user namespace (a
+        # rootless container joining a fabric started outside it)
+        raise PermissionError(
+            f"cannot map the fabric's memory {path}: only a process of the fabric's user, in its PID "
+            "namespace and its user namespace, can open its descriptors"
+        ) from None
     try:
         if os.readlink(f"/proc/self/fd/{fd}") != f"/memfd:{name} (deleted)":
             raise FileNotFoundError(f"the fabric's memory {name} is gone (freed)")
