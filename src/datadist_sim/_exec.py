@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
     from datadist_sim._coverage import CodeCoverage
@@ -116,17 +116,35 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
     if seed or trace:
         # The trace streams to its file event by event (not written at exit): it is complete when the
         # program returns, also when a process leaves by os._exit or a signal, and holds every event.
-        sink = open_trace_sink(trace) if trace else None
+        try:
+            sink = open_trace_sink(trace) if trace else None
+        except OSError as exc:  # a symlink planted at the name, a directory we cannot write
+            print(f"datadist-sim exec: not run: --trace: {exc}", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(EXIT_REFUSED)
         if sink is not None:
             atexit.register(sink.close)
         world = datadist_sim.reset_default_world(datadist_sim.SimWorld(seed=int(seed or 0), trace_sink=sink))
         if trace and "{pid}" in trace and hasattr(os, "register_at_fork"):
             # a forked worker (multiprocessing's default on Linux) writes its own t-{pid} file, not ours
-            os.register_at_fork(after_in_child=lambda: world.trace.stream_to(open_trace_sink(trace)))
+            os.register_at_fork(after_in_child=lambda: _child_trace(world, trace))
     if env.get(ENV_LOG):
         _log.enable(int(env[ENV_LOG]))
     if env.get(ENV_COVERAGE):
         _count_codes(Path(env[ENV_COVERAGE]))
+
+
+def _child_trace(world: Any, template: str) -> None:
+    """A forked child's own ``{pid}`` trace file; if it cannot be had, no trace for that child (never
+    its parent's file, which the child would otherwise go on writing into)."""
+    from datadist_sim._world.trace import open_trace_sink
+
+    try:
+        sink: Optional[IO[str]] = open_trace_sink(template)
+    except OSError as exc:
+        print(f"datadist-sim exec: process {os.getpid()} keeps no trace: {exc}", file=sys.stderr)
+        sink = None
+    world.trace.stream_to(sink)
 
 
 def _count_codes(directory: Path) -> None:
@@ -166,7 +184,9 @@ def program_env(
         ENV_SEED: None if seed is None else str(seed),
         ENV_FORCE: "1" if force else None,
         ENV_LOG: None if log_level is None else str(log_level),
-        ENV_TRACE: None if trace is None else str(Path(trace).resolve()),
+        # absolute for a program that changes directory, but not resolved: resolving would follow a
+        # symlink planted at the name, and the program would then write to its target unawares
+        ENV_TRACE: None if trace is None else os.path.abspath(trace),
     }
     for name, value in settings.items():
         if value is None:

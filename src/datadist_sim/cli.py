@@ -11,6 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
+from datadist_sim._outputs import UnsafeOutput
 from datadist_sim._status_table import STATUS_TABLE, StatusInfo, find_codes
 
 if TYPE_CHECKING:
@@ -361,17 +362,20 @@ EXIT_BROKEN_PIPE = 128 + 13
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit codes: 0 success; 1 nothing matched, the demo's checks failed, a scenario's promised code
-    did not appear or its workload lost requests, or ``run --client``'s function raised; 2 usage error, or
-    the benchmarks are not installed; 3 a real llm_datadist would be shadowed (``exec`` without
-    ``--force``); 141 the output pipe was closed early (quietly, no traceback). ``exec`` otherwise exits
-    with the program's own code (126/127 when it cannot be run, 128 + N when signal N killed it; 1 when it
-    succeeded but ``--coverage-fail-under`` was not met)."""
+    did not appear or its workload lost requests, or ``run --client``'s function raised; 2 usage error, an
+    output named by a symlink (refused), or the benchmarks are not installed; 3 a real llm_datadist
+    would be shadowed (``exec`` without ``--force``); 141 the output pipe was closed early (quietly, no
+    traceback). ``exec`` otherwise exits with the program's own code (126/127 when it cannot be run,
+    128 + N when signal N killed it; 1 when it succeeded but ``--coverage-fail-under`` was not met)."""
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except UnsafeOutput as exc:  # a --trace/--out name that is a symlink: refused, nothing written
+        print(f"datadist-sim: {exc}", file=sys.stderr)
+        return 2
     return code
 
 

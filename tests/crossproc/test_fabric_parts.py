@@ -4,6 +4,7 @@ wire's decoder admits and refuses is in ``test_wire``."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import stat
@@ -18,7 +19,7 @@ from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric import address
 from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
-from datadist_sim.fabric.shm import SharedAddressSpace, open_view
+from datadist_sim.fabric.shm import SharedAddressSpace, open_view, shm_directory
 
 TOKEN = "0123456789abcdef0123"
 
@@ -210,14 +211,15 @@ def test_allocations_are_shared_files_that_another_mapping_sees_and_free_removes
     view = space.view(addr, 4096)
     ref = space.locate(view[16:32])
     assert ref is not None
-    path = ref[0]
+    assert ref[0].startswith(f"/proc/{os.getpid()}/fd/")  # reached through the fabric's descriptor
     assert ref[1:] == (16, (16,), "|u1", (1,))
     other = open_view(ref)  # what a client process maps
     other[...] = 7
     assert view[16:32].tolist() == [7] * 16
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert not [n for n in os.listdir(shm_directory()) if n.startswith(space._prefix)]  # no name
     pool.free(addr)
-    assert not os.path.exists(path)
+    with pytest.raises(FileNotFoundError):
+        open_view(ref)  # freed: gone, or its descriptor's number now another file's
     assert space.segment_count == 0
     assert space.locate(np.zeros(4)) is None
 
@@ -273,16 +275,25 @@ def test_a_raw_to_raw_copy_with_a_simulated_range_beside_it_does_not_go_direct()
     space.release_all()
 
 
-def test_files_left_by_a_killed_fabric_are_reclaimed(tmp_path: Path) -> None:
-    from datadist_sim.fabric.shm import reclaim_stale
-
-    dead = tmp_path / "datadist-sim-999999999-3"  # no such process
-    live = tmp_path / f"datadist-sim-{os.getpid()}-3"
-    other = tmp_path / "datadist-sim-notes"
-    for path in (dead, live, other):
-        path.write_bytes(b"x")
-    assert reclaim_stale(str(tmp_path)) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
+def test_a_backing_cannot_be_truncated_under_the_fabric() -> None:
+    """Truncating a mapped file makes the next touch of its lost pages a SIGBUS: the backings are
+    sealed, so whoever maps one (any process of this user) is refused by the kernel."""
+    space = _space(_Owner())
+    pool = space.create_pool(1 << 20, oom_code=LLMStatusCode.LLM_OUT_OF_MEMORY)
+    src, dst = pool.allocate(8192), pool.allocate(8192)
+    space.view(src, 8192)[...] = 5
+    ref = space.locate(space.view(dst, 8192))
+    assert ref is not None
+    fd = os.open(ref[0].partition("#")[0], os.O_RDWR)  # as a client (or anyone of this user) opens it
+    try:
+        for size in (0, 4096, 1 << 30):
+            with pytest.raises(PermissionError):
+                os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    space.copy_ranges([(dst, src, 8192)])  # the fabric still reads and writes every page
+    assert space.view(dst, 8192).tolist() == [5] * 8192
+    space.release_all()
 
 
 def test_a_socket_path_too_long_for_unix_is_refused_up_front() -> None:
@@ -334,32 +345,26 @@ def test_fabric_world_settings_parse_to_their_types() -> None:
 # -- shared-memory names ----------------------------------------------------------------------------
 
 
-def test_a_taken_shared_memory_name_is_retried_and_no_name_at_all_is_out_of_memory(
+def test_a_backing_that_cannot_be_had_is_the_pools_out_of_memory_code(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from datadist_sim.fabric import shm
 
     space = _space(_Owner())
-    prefix = space._prefix  # the names this space makes
-    taken = f"{prefix}-{'0' * 16}"
-    Path(taken).write_bytes(b"someone else's")
-    names = iter(["0" * 16, "1" * 16])
-    monkeypatch.setattr(shm.secrets, "token_hex", lambda n: next(names))
     pool = space.create_pool(1 << 20, oom_code=LLMStatusCode.LLM_DEVICE_OUT_OF_MEMORY)
     try:
-        addr = pool.allocate(4096)  # the first name is someone's: the second is used
-        ref = space.locate(space.view(addr, 16))
-        assert ref is not None
-        assert ref[0] == f"{prefix}-{'1' * 16}"
-        assert Path(taken).read_bytes() == b"someone else's"
-        monkeypatch.setattr(shm.secrets, "token_hex", lambda n: "0" * 16)  # every name taken
+        addr = pool.allocate(4096)
+
+        def no_memory(*_: object) -> int:
+            raise OSError(errno.EMFILE, "Too many open files")
+
+        monkeypatch.setattr(shm.os, "memfd_create", no_memory)
         with pytest.raises(SimError) as exc:
             pool.allocate(4096)
         assert exc.value.code is LLMStatusCode.LLM_DEVICE_OUT_OF_MEMORY
         assert list(pool.allocations()) == [addr]  # the failed one took nothing
         assert space.segment_count == 1
     finally:
-        os.unlink(taken)
         space.release_all()
 
 

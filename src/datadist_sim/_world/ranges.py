@@ -197,6 +197,12 @@ def _first_outside(blocks: Sequence[int], limit: int) -> Optional[int]:
     return next(b for b in blocks if not 0 <= b < limit)
 
 
+def _index_text(index: int) -> str:
+    """A block index as a message shows it: ``str()`` of an int past Python's digit limit raises, and a
+    list of ints reaches here checked for its items' type only (as the real ``pull_blocks`` checks it)."""
+    return str(index) if index.bit_length() <= 128 else f"<an int of {index.bit_length()} bits>"
+
+
 class BlockRanges:
     """The ``(dst, src, nbytes)`` ranges of a pull into blocks, checked when planned and built only if
     someone needs them (``build``): a copy that moves all blocks of a tensor in one step needs only the
@@ -256,7 +262,7 @@ def blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: Pull
     block = dst.batch_bytes
     bad = _first_outside(dst_blocks, dst.batch_size)
     if bad is not None:
-        raise SimError(_P, f"local block index {bad} out of range [0, {dst.batch_size})")
+        raise SimError(_P, f"local block index {_index_text(bad)} out of range [0, {dst.batch_size})")
     pairs = tensor_pairs(src, dst, src_idx, dst_idx)
     if src.is_blocks:
         if not src_blocks:
@@ -267,7 +273,7 @@ def blocks_ranges(src: CacheEntry, src_batch: int, dst: CacheEntry, params: Pull
             raise SimError(_P, f"block size mismatch: remote {src.batch_bytes} B, local {block} B")
         bad = _first_outside(src_blocks, src.batch_size)
         if bad is not None:
-            raise SimError(_P, f"remote block index {bad} out of range [0, {src.batch_size})")
+            raise SimError(_P, f"remote block index {_index_text(bad)} out of range [0, {src.batch_size})")
         return BlockRanges(src, dst, pairs, src_blocks, dst_blocks, 0)
     if src_blocks:
         raise SimError(_P, "src_blocks must be empty for a contiguous source")

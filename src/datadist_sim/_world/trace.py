@@ -18,6 +18,7 @@ from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, 
 
 from datadist_sim import _log
 from datadist_sim._log import world_logger as _WORLD_LOG
+from datadist_sim._outputs import open_output, write_output
 from datadist_sim._world.clock import other_threads
 
 _DEBUG = logging.DEBUG
@@ -84,8 +85,9 @@ def expand_trace_path(template: Union[str, Path], pid: Optional[int] = None) -> 
 def open_trace_sink(template: Union[str, Path], mode: str = "w") -> IO[str]:
     """The file a world streams its trace into: ``{pid}`` expanded, line-buffered so every event is on
     disk as soon as it is recorded (the trace is complete when the process, or a fabric serving it, has
-    not yet exited, and is not cut to the in-memory buffer's size)."""
-    return open(expand_trace_path(template), mode, encoding="utf-8", buffering=1)
+    not yet exited, and is not cut to the in-memory buffer's size). A symbolic link at the name is
+    refused (``UnsafeOutput``), never written through: traces go to shared directories."""
+    return open_output(expand_trace_path(template), mode, line_buffered=True)
 
 
 _FIELDS = ("time", "cluster_id", "op", "outcome", "detail", "args", "kind")
@@ -269,7 +271,7 @@ class Trace:
         events = list(self)
         text = "".join(e.to_json() + "\n" for e in events)
         if isinstance(target, (str, Path)):
-            Path(target).write_text(text, encoding="utf-8")
+            write_output(target, text)
         else:
             target.write(text)
         return len(events)

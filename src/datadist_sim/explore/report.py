@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from datadist_sim._outputs import write_output
 from datadist_sim.explore.run import RunResult
 from datadist_sim.explore.schedule import Schedule
 from datadist_sim.explore.search import READING_NAMES, READINGS, Found, Outcome
@@ -68,7 +69,7 @@ def write_scenario(out: Path, target: str, result: RunResult) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.toml"
     text = scenario_toml(name, result.seed, result.schedule, description, config)
-    path.write_text(text, encoding="utf-8")
+    write_output(path, text)  # no symlink followed
     return path
 
 

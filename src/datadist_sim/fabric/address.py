@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 from urllib.parse import parse_qs, quote
 
-from datadist_sim.fabric.wire import FabricRefused, private_directory
+from datadist_sim.fabric.wire import FabricRefused, check_private_directory, private_directory
 
 ENV_VAR = "DATADIST_SIM_FABRIC"
+STANDING_SOCKET = "fabric.sock"
+"""The standing fabric's socket, in ``standing_directory()``."""
 MAX_SOCKET_PATH = 107
 """``sun_path`` holds 108 bytes on Linux, the last one a NUL."""
 
@@ -81,7 +83,11 @@ def default_address() -> FabricAddress:
     programs that choose it (``datadist-sim exec --fabric=shared``) share one world. The token is made
     once: written to a temporary file and linked into place, so a reader never sees it half-written and
     of two processes making it at once, one wins and both read the winner's."""
-    folder = private_directory(os.path.join(_base(), f"datadist-sim-{os.getuid()}"))
+    folder = standing_directory()
+    try:
+        private_directory(folder)
+    except (FabricRefused, OSError) as exc:  # someone else's, a file, not private: never used
+        raise FabricRefused(standing_refusal(folder, exc)) from None
     token_path = os.path.join(folder, "token")
     if not os.path.exists(token_path):
         draft = os.path.join(folder, f".token-{secrets.token_hex(8)}")
@@ -100,7 +106,41 @@ def default_address() -> FabricAddress:
         raise FabricRefused(f"{token_path} is not a private file of this user: refusing to use it")
     with open(token_path, encoding="ascii") as handle:
         token = handle.read().strip()
-    return FabricAddress(os.path.join(folder, "fabric.sock"), token, {})
+    return FabricAddress(os.path.join(folder, STANDING_SOCKET), token, {})
+
+
+def standing_directory() -> str:
+    """Where this user's standing fabric lives (its socket, token, lock and log); nothing is created."""
+    return os.path.join(_base(), f"datadist-sim-{os.getuid()}")
+
+
+def standing_problem() -> Optional[str]:
+    """Why the standing directory cannot be used, if it exists and cannot; None if it is missing or fine.
+    Looks only: creates nothing (``fabric --clean`` asks this before it touches anything)."""
+    folder = standing_directory()
+    if not os.path.lexists(folder):
+        return None
+    try:
+        check_private_directory(folder)
+    except FabricRefused as exc:
+        return standing_refusal(folder, exc)
+    return None
+
+
+def standing_refusal(folder: str, why: BaseException) -> str:
+    """What is wrong with the standing directory, and what fixes it. A directory of another user at our
+    name (made first, in a shared /tmp) cannot be repaired by us, only removed by its owner or root, or
+    avoided by pointing ``XDG_RUNTIME_DIR`` at a private directory of our own."""
+    try:
+        info = os.lstat(folder)
+        ours = info.st_uid == os.getuid() and stat.S_ISDIR(info.st_mode)
+    except OSError:
+        ours = False
+    fix = f"make it private (chmod 700 {folder}) or remove it" if ours else "have its owner or root remove it"
+    return (
+        f"cannot use the standing fabric directory {folder}: {why}. To fix: {fix}, or set "
+        "XDG_RUNTIME_DIR to a private directory of your own"
+    )
 
 
 def _base() -> str:

@@ -185,10 +185,13 @@ class FabricClient:
         """Another connection of this process, within ``timeout``: a fabric that does not answer in
         time is ``ChannelTimeout``, one that is gone (or is no longer ours) ``ChannelClosed``."""
         deadline = time.monotonic() + timeout
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.settimeout(timeout)
-            sock.connect(self.address.path)
+            sock = connect_within(self.address.path, deadline)
+        except (socket.timeout, ChannelTimeout) as exc:
+            raise ChannelTimeout(f"no answer opening a call connection: {exc}") from None
+        except OSError as exc:
+            raise ChannelClosed(f"cannot open a call connection: {exc}") from None
+        try:
             check_peer(sock, f"the socket {self.address.path}")
             client_handshake(sock, self.address.token, max(0.001, deadline - time.monotonic()))
         except (socket.timeout, ChannelTimeout) as exc:
@@ -353,6 +356,31 @@ def _own(address: int, nbytes: int, *, writable: bool) -> Any:
             f"address {address:#x} (+{nbytes} B) is not {access} memory of process {os.getpid()}",
         )
     return raw_view(address, nbytes, writable=writable)
+
+
+def connect_within(path: str, deadline: float) -> socket.socket:
+    """A socket connected to ``path`` by ``deadline`` (``time.monotonic()``). A full backlog (``EAGAIN``:
+    a burst of processes joining at once, or a flood of connections the fabric has not yet dropped) is
+    waited out, retrying with a short backoff, rather than failing the call at once; still full at the
+    deadline is ``socket.timeout``. Anything else (nobody listens, no such path) raises at once."""
+    pause = 0.001
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        left = deadline - time.monotonic()
+        sock.settimeout(left if left > 0.001 else 0.001)
+        try:
+            sock.connect(path)
+            return sock
+        except BlockingIOError:  # EAGAIN from a Unix socket: its backlog is full
+            sock.close()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout(f"the fabric's backlog at {path} stayed full") from None
+            time.sleep(pause if pause < left else left)
+            pause = pause * 2 if pause < 0.05 else 0.05
+        except BaseException:
+            sock.close()
+            raise
 
 
 def connect(where: fabric_address.FabricAddress, *, timeout: float = CONNECT_TIMEOUT_S) -> FabricClient:

@@ -32,7 +32,7 @@ from datadist_sim.fabric.pool import WorkerPool
 from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
 from datadist_sim.fabric.session import STALE as STALE_HANDLE
 from datadist_sim.fabric.session import Session, by_handle_types, calling_session
-from datadist_sim.fabric.shm import SharedAddressSpace, reclaim_stale
+from datadist_sim.fabric.shm import SharedAddressSpace
 from datadist_sim.fabric.wire import make_loads, plain_dumps, private_directory
 
 _log = logging.getLogger("datadist_sim.fabric")
@@ -48,7 +48,6 @@ class FabricServer:
             self.silent_mid_transfer, address.option_float("memory_timeout", MEMORY_TIMEOUT_S)
         )
         self.raw.direct = address.option_float("direct_memory", 1.0) != 0  # 0: always scratch files
-        reclaim_stale()
         self.space = SharedAddressSpace(self.raw, backed=world.memory.backed)
         world.memory = self.space
         self.by_handle = by_handle_types()

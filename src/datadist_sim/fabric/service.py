@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
 import sys
 from typing import IO, TYPE_CHECKING, Optional, Sequence
 
-from datadist_sim.fabric.address import ENV_VAR, FabricAddress, default_address, from_env, new_address, parse
+from datadist_sim.fabric.address import (
+    ENV_VAR,
+    STANDING_SOCKET,
+    FabricAddress,
+    default_address,
+    from_env,
+    new_address,
+    parse,
+)
 
 if TYPE_CHECKING:
     from datadist_sim._world.door import SimConfig
@@ -39,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--clean",
         action="store_true",
-        help="remove what killed fabrics left: shared memory, and a dead standing fabric's files",
+        help="remove a dead standing fabric's files (its shared memory goes with it)",
     )
     parser.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)  # on-demand: no address
     parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # on-demand: the starter's lock
@@ -54,18 +63,29 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
     """Serve one world until interrupted (or idle); prints ``DATADIST_SIM_FABRIC=...`` first (to
     ``out``, else the ``sys.stdout`` of the moment)."""
     out = sys.stdout if out is None else out
-    from datadist_sim._world.door import RealClock, SimWorld, open_trace_sink
-    from datadist_sim.fabric.server import FabricServer
-
     if args.clean:
         return clean(out)
+    made: Optional[str] = None  # the fresh directory this fabric made for its socket: removed after
     try:
         where = default_address() if args.user else from_env()
         if where is None:
             where = new_address(args.socket_dir)
+            made = os.path.dirname(where.path) if args.socket_dir is None else None
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"datadist-sim fabric: {exc}", file=sys.stderr)
         return 2
+    try:
+        return _serve(args, where, out)
+    finally:
+        if made is not None:  # empty by now: the server took its socket, lock and log away
+            with contextlib.suppress(OSError):
+                os.rmdir(made)
+
+
+def _serve(args: argparse.Namespace, where: FabricAddress, out: IO[str]) -> int:
+    from datadist_sim._world.door import RealClock, SimWorld, open_trace_sink
+    from datadist_sim.fabric.server import FabricServer
+
     seed = int(_option(args, where, "seed") or 0)
     speed = _option(args, where, "real-clock")
     settings = [f"{k[len('config.') :]}={v}" for k, v in where.options.items() if k.startswith("config.")]
@@ -75,7 +95,11 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
         print(f"datadist-sim fabric: {exc}", file=sys.stderr)
         return 2
     trace_path = _option(args, where, "trace")
-    sink = open_trace_sink(trace_path, "a") if trace_path else None  # line-buffered: on disk as recorded
+    try:
+        sink = open_trace_sink(trace_path, "a") if trace_path else None  # line-buffered: on disk as recorded
+    except OSError as exc:  # a symlink planted at the name (refused), a directory we cannot write
+        print(f"datadist-sim fabric: --trace: {exc}", file=sys.stderr)
+        return 2
     world = SimWorld(
         seed=seed, clock=RealClock(float(speed)) if speed else None, config=config, trace_sink=sink
     )
@@ -164,13 +188,12 @@ def end_world(text: str) -> None:
 
 def stop_fabric(where: FabricAddress, timeout: float = 5.0) -> bool:
     """Stop the fabric listening at ``where`` (SIGTERM to the pid the kernel names for its socket, after
-    checking it is this user's; SIGKILL if it lingers), then reclaim any shared memory it left. True if
-    one was running."""
+    checking it is this user's; SIGKILL if it lingers; its shared memory goes with it). True if one was
+    running."""
     import socket
     import time
 
     from datadist_sim.fabric.launch import LISTENING, probe
-    from datadist_sim.fabric.shm import reclaim_stale
     from datadist_sim.fabric.wire import check_peer
 
     if probe(where.path) != LISTENING:
@@ -191,7 +214,6 @@ def stop_fabric(where: FabricAddress, timeout: float = 5.0) -> bool:
             os.kill(pid, signal.SIGKILL)
             break
         time.sleep(0.02)
-    reclaim_stale()
     return True
 
 
@@ -204,22 +226,26 @@ def _running(pid: int) -> bool:
 
 
 def clean(out: IO[str] = sys.stdout) -> int:
-    """``datadist-sim fabric --clean``: shared memory of fabrics that died, and the standing fabric's
-    files if nothing listens there any more."""
+    """``datadist-sim fabric --clean``: the standing fabric's files if nothing listens there any more (a
+    fabric's shared memory has no name to clean: the kernel frees it with the fabric). A standing
+    directory that is not this user's own and private is reported and left alone (exit status 1);
+    nothing is created."""
+    from datadist_sim.fabric.address import standing_directory, standing_problem
     from datadist_sim.fabric.launch import LISTENING, lock_path, log_path, probe
-    from datadist_sim.fabric.shm import reclaim_stale
 
-    removed = reclaim_stale()
     files = 0
-    where = default_address()
-    if probe(where.path) != LISTENING:
+    problem = standing_problem()
+    folder = standing_directory()
+    where = FabricAddress(os.path.join(folder, STANDING_SOCKET), "")  # its paths only: no token is read
+    if problem is None and os.path.isdir(folder) and probe(where.path) != LISTENING:
         for path in (where.path, lock_path(where), log_path(where)):
             if os.path.lexists(path):
                 os.unlink(path)
                 files += 1
-    print(
-        f"removed {removed} shared-memory file(s) of dead fabrics and {files} stale fabric file(s)", file=out
-    )
+    print(f"removed {files} stale fabric file(s)", file=out)
+    if problem is not None:
+        print(f"datadist-sim fabric --clean: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,13 +1,19 @@
-"""KV bytes every process of a fabric can map: simulated allocations backed by shared-memory files.
+"""KV bytes every process of a fabric can map: simulated allocations backed by sealed memory files.
 
 The fabric's address space is the world's ordinary ``AddressSpace`` with two changes:
 
-- every allocation's backing is an ``mmap`` of its own file in ``/dev/shm`` (mode 0600, created
-  exclusively under a random name, so nobody can guess it in advance or hand us a file of theirs; a
-  clash is retried, and a backing that cannot be had is the pool's out-of-memory code), so a client
-  maps the very bytes of a cache (``get_cache_tensors``, ``tensor_views``) and a pull between two
-  processes is one ``memcpy`` inside the fabric, never a copy through a socket. Freeing unlinks the
-  file; the pages go once no process maps them any more.
+- every allocation's backing is an ``mmap`` of its own anonymous memory file (``memfd_create``), so a
+  client maps the very bytes of a cache (``get_cache_tensors``, ``tensor_views``) and a pull between two
+  processes is one ``memcpy`` inside the fabric, never a copy through a socket. A client reaches a file
+  through the fabric's descriptor, ``/proc/<fabric pid>/fd/<n>``, which the kernel opens only for this
+  user (the ptrace access check), and checks it got the file it was told of by its random name (a
+  freed descriptor's number is reused). The files have no name in ``/dev/shm``: nobody can guess,
+  squat, list or unlink them, and the kernel frees their memory once no process holds or maps them, so
+  a fabric that is killed leaves nothing behind and no other fabric (in this PID namespace or another
+  sharing ``/dev/shm``) ever has anything of it to reclaim. Each file is sealed against shrinking and
+  growing (``F_SEAL_SHRINK | F_SEAL_GROW``) before anyone else can open it: a truncation, which would
+  make the fabric's next touch of those pages a ``SIGBUS`` and kill every job's world, is refused by
+  the kernel (``EPERM``). A backing that cannot be had is the pool's out-of-memory code.
 - an address that is not simulated is a raw pointer of some *client* process (``data_ptr()`` of its
   tensor), which only that process can touch. Copies involving one ask ``RawMemory`` (the fabric's
   router), which has the owner read or write its own memory on the peer's behalf.
@@ -16,9 +22,10 @@ The fabric's address space is the world's ordinary ``AddressSpace`` with two cha
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
-import re
+import resource
 import secrets
 import tempfile
 import threading
@@ -33,7 +40,8 @@ from datadist_sim._world.door import AddressSpace, SimError, is_simulated
 Bytes = npt.NDArray[np.uint8]
 Range = Tuple[int, int]
 ViewRef = Tuple[str, int, Tuple[int, ...], str, Tuple[int, ...]]
-"""``(path, offset, shape, dtype, strides)``: enough for another process to map the same bytes."""
+"""``(handle, offset, shape, dtype, strides)``: enough for another process to map the same bytes (the
+handle is what ``open_mapped`` opens)."""
 
 
 Take = Callable[[int], "Scratch"]
@@ -55,6 +63,7 @@ class RawMemory(Protocol):
 
 
 def shm_directory() -> str:
+    """Where shared-memory files go (the benchmarks' baseline maps such files)."""
     return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
@@ -66,12 +75,13 @@ class SharedAddressSpace(AddressSpace):
     def __init__(self, raw: RawMemory, *, backed: bool = True, prefix: Optional[str] = None) -> None:
         super().__init__(backed=backed)
         self._raw = raw
-        self._prefix = os.path.join(shm_directory(), prefix or f"datadist-sim-{os.getpid()}")
+        self._prefix = prefix or "datadist-sim"
         self._pools: List[Tuple[int, int, LLMStatusCode]] = []  # (base, end, oom code) of each pool
-        self._segments: Dict[int, Tuple[str, Bytes]] = {}
+        self._segments: Dict[int, Tuple[Segment, Bytes]] = {}
         self._paths: Dict[int, str] = {}  # id(root array) -> its file
         self._seg_lock = threading.Lock()
         self._scratch = ScratchPool(self._prefix)
+        _raise_file_limit()
 
     # -- backing ------------------------------------------------------------------------------------
 
@@ -95,7 +105,7 @@ class SharedAddressSpace(AddressSpace):
         if not self.backed or nbytes <= 0:
             return
         try:
-            path, mapped = _create_mapped(self._prefix, nbytes)
+            segment, mapped = _create_mapped(self._prefix, nbytes)
         except OSError as exc:
             super().on_free(address, nbytes)
             raise SimError(
@@ -106,8 +116,8 @@ class SharedAddressSpace(AddressSpace):
         with self._lock:
             self._buffers[address] = root
         with self._seg_lock:
-            self._segments[address] = (path, root)
-            self._paths[id(root)] = path
+            self._segments[address] = (segment, root)
+            self._paths[id(root)] = segment.handle
 
     def on_free(self, address: int, nbytes: int) -> None:
         super().on_free(address, nbytes)
@@ -116,16 +126,16 @@ class SharedAddressSpace(AddressSpace):
             if segment is not None:
                 self._paths.pop(id(segment[1]), None)
         if segment is not None:
-            _unlink(segment[0])
+            segment[0].close()
 
     def release_all(self) -> None:
-        """Unlink every backing file (the fabric is going away)."""
+        """Close every backing file (the fabric is going away; mappings still held keep their bytes)."""
         with self._seg_lock:
-            paths = [path for path, _ in self._segments.values()]
+            segments = [segment for segment, _ in self._segments.values()]
             self._segments.clear()
             self._paths.clear()
-        for path in paths:
-            _unlink(path)
+        for segment in segments:
+            segment.close()
         self._scratch.release_all()
 
     @property
@@ -198,38 +208,57 @@ class SharedAddressSpace(AddressSpace):
         self._check_poison(address, nbytes)
 
 
-_FABRIC_FILE = re.compile(r"^datadist-sim-(\d+)-(scratch-)?[0-9a-f]+$")
-NAME_TRIES = 8
+SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+"""A backing's size is fixed for its life: nobody can truncate it under a mapping (``SIGBUS``)."""
 
 
-def _create_mapped(prefix: str, nbytes: int) -> Tuple[str, mmap.mmap]:
-    """A new file ``<prefix>-<random>`` of ``nbytes``, created exclusively (mode 0600), and its mapping.
-    A name someone already holds is retried with another; other failures raise ``OSError``."""
-    for attempt in range(NAME_TRIES):
-        path = f"{prefix}-{secrets.token_hex(8)}"
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            if attempt == NAME_TRIES - 1:
-                raise
-            continue
-        try:
-            os.ftruncate(fd, nbytes)
-            return path, mmap.mmap(fd, nbytes)
-        except OSError:
-            _unlink(path)
-            raise
-        finally:
-            os.close(fd)
-    raise FileExistsError(prefix)
+class Segment:
+    """One sealed memory file the fabric holds open: its descriptor, and the handle clients open it by."""
+
+    __slots__ = ("fd", "handle")
+
+    def __init__(self, fd: int, name: str) -> None:
+        self.fd = fd
+        self.handle = f"/proc/{os.getpid()}/fd/{fd}#{name}"
+
+    def close(self) -> None:
+        """Give up the descriptor (the memory goes once no process maps it any more)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _create_mapped(prefix: str, nbytes: int) -> Tuple[Segment, mmap.mmap]:
+    """A new sealed memory file ``<prefix>-<random>`` of ``nbytes``, and its mapping; failures raise
+    ``OSError`` (``ENOMEM``, ``EMFILE``: the caller's out-of-memory code)."""
+    name = f"{os.path.basename(prefix)}-{secrets.token_hex(8)}"
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, nbytes)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)  # before anyone else can reach it
+        mapped = mmap.mmap(fd, nbytes)
+    except OSError:
+        os.close(fd)
+        raise
+    return Segment(fd, name), mapped
+
+
+def _raise_file_limit() -> None:
+    """Each backing holds a descriptor for its life: let the fabric have as many as it is allowed."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 class Scratch:
     """A shared file that carries one large transfer to or from a client's raw memory: the client maps
-    it by path and copies, so the bytes never pass through the socket."""
+    it by its handle (``path``) and copies, so the bytes never pass through the socket."""
 
     def __init__(self, prefix: str, nbytes: int) -> None:
-        self.path, mapped = _create_mapped(prefix, nbytes)
+        self._segment, mapped = _create_mapped(prefix, nbytes)
+        self.path = self._segment.handle
         self.size = nbytes
         self.array: Bytes = np.frombuffer(mapped, dtype=np.uint8)
 
@@ -251,8 +280,8 @@ class Scratch:
         return placed
 
     def unlink(self) -> None:
-        """Remove the name; the mapping stays valid for as long as views of it live."""
-        _unlink(self.path)
+        """Give the file up; the mapping stays valid for as long as views of it live."""
+        self._segment.close()
 
 
 class ScratchPool:
@@ -305,59 +334,37 @@ class ScratchPool:
             each.unlink()
 
 
-def reclaim_stale(directory: Optional[str] = None) -> int:
-    """Unlink backing files of fabrics that died without cleaning up (killed); returns how many.
-
-    Only files named as a fabric names them, owned by this user, whose fabric process is gone.
-    """
-    folder = directory if directory is not None else shm_directory()
-    removed = 0
-    for name in os.listdir(folder):
-        match = _FABRIC_FILE.match(name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        path = os.path.join(folder, name)
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_uid == os.getuid():
-                os.unlink(path)
-                removed += 1
-    return removed
-
-
-def _alive(pid: int) -> bool:
+def open_mapped(handle: str) -> mmap.mmap:
+    """Map, in this process, the fabric's file ``handle`` names (``/proc/<pid>/fd/<n>#<name>``): the
+    descriptor is checked to be that very file by its name, since the fabric reuses a freed one's
+    number; one that is gone or replaced raises ``FileNotFoundError``."""
+    path, _, name = handle.partition("#")
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except PermissionError:
-        return True
-    return True
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        # the kernel's ptrace access check: another user, or a process in another user namespace (a
+        # rootless container joining a fabric started outside it)
+        raise PermissionError(
+            f"cannot map the fabric's memory {path}: only a process of the fabric's user, in its PID "
+            "namespace and its user namespace, can open its descriptors"
+        ) from None
+    try:
+        if os.readlink(f"/proc/self/fd/{fd}") != f"/memfd:{name} (deleted)":
+            raise FileNotFoundError(f"the fabric's memory {name} is gone (freed)")
+        return mmap.mmap(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
 
 
 def open_view(ref: ViewRef) -> npt.NDArray[Any]:
     """Map the bytes ``ref`` names into this process (a client's side of ``locate``)."""
-    path, offset, shape, dtype, strides = ref
-    fd = os.open(path, os.O_RDWR)
-    try:
-        mapped = mmap.mmap(fd, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
+    handle, offset, shape, dtype, strides = ref
     view: npt.NDArray[Any] = np.ndarray(
-        shape, dtype=np.dtype(dtype), buffer=mapped, offset=offset, strides=strides
+        shape, dtype=np.dtype(dtype), buffer=open_mapped(handle), offset=offset, strides=strides
     )
     return view
 
 
 def open_scratch(path: str) -> Bytes:
     """Map a scratch file the fabric made (a client's side of ``Scratch``)."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        mapped = mmap.mmap(fd, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-    return np.frombuffer(mapped, dtype=np.uint8)
+    return np.frombuffer(open_mapped(path), dtype=np.uint8)

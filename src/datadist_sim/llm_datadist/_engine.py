@@ -205,23 +205,28 @@ class _Seq:
     __slots__ = ("items", "length")
 
     def __init__(self, value: Sequence[Any]) -> None:
-        self.items = [v if type(v) in _KEPT else _Shown(short(v, 40)) for v in value[:4]]
+        self.items = [v if type(v) in _KEPT else _Shown(short(v, 40, 1)) for v in value[:4]]
         self.length = len(value)
 
 
 def _freeze(value: object) -> object:
-    if type(value) in _KEPT:
-        return value
-    if type(value) is _KV_CACHE:  # a KvCache frees itself on garbage collection: keep only its id
-        form = getattr(value, "_trace_form", None)
-        if form is None:  # its first call: the form is kept by the cache, its id cannot change
-            form = value._trace_form = _Shown(f"KvCache({value.cache_id})")  # type: ignore[attr-defined]
-        return form
-    if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
-        return _Seq(value)  # type: ignore[arg-type]
-    if isinstance(value, (list, tuple)) and _compact(value) is None:
-        return _Seq(value)
-    return _Shown(short(value))
+    """``value`` as the trace keeps it. Total: it runs in the wrapper's ``finally``, so anything it
+    raised would replace the call's own outcome (a ``list`` subclass whose ``__len__`` raises, say)."""
+    try:
+        if type(value) in _KEPT:
+            return value
+        if type(value) is _KV_CACHE:  # a KvCache frees itself on garbage collection: keep only its id
+            form = getattr(value, "_trace_form", None)
+            if form is None:  # its first call: the form is kept by the cache, its id cannot change
+                form = value._trace_form = _Shown(f"KvCache({value.cache_id})")  # type: ignore[attr-defined]
+            return form
+        if type(value) in (list, tuple):  # a plain list has no short form of its own (``_compact``)
+            return _Seq(value)  # type: ignore[arg-type]
+        if isinstance(value, (list, tuple)) and _compact(value) is None:
+            return _Seq(value)
+        return _Shown(short(value))
+    except Exception:
+        return _Shown(_type_name(value))
 
 
 def _compact(value: object) -> Optional[str]:
@@ -251,21 +256,54 @@ def _cut(hidden: int) -> str:
     return f", …{hidden} more" if hidden > 0 else ""
 
 
-def short(value: object, limit: int = 48) -> str:
-    """A deterministic short form of an argument (no memory addresses, bounded length)."""
+SHORT_DEPTH = 3
+"""How deep ``short`` looks into nested lists, tuples and dicts (``…`` below that)."""
+_BIG_INT_BITS = 128
+"""An int wider than this is shown by its width: ``str()`` of one past Python's digit limit raises."""
+
+
+def short(value: object, limit: int = 48, depth: int = 0) -> str:
+    """A deterministic short form of an argument (no memory addresses, bounded length and depth).
+
+    Total: whatever the argument (a container holding itself, nesting deeper than the interpreter's
+    recursion limit, a ``__repr__`` or property that raises, an int past the digit limit), the trace
+    shows something and the call's own error is the one the caller gets."""
+    try:
+        return _short(value, limit, depth)
+    except Exception:  # a hostile __repr__ / __len__ / property: the type's name is all we can say
+        return _type_name(value)
+
+
+def _type_name(value: object) -> str:
+    return f"<{type(value).__name__}>"
+
+
+def _short(value: object, limit: int, depth: int) -> str:
+    if type(value) is int or type(value) is bool:
+        if value.bit_length() > _BIG_INT_BITS:
+            return f"<int of {value.bit_length()} bits>"
+        return repr(value)
     compact = _compact(value)
     if compact is not None:
         return compact
+    nested = isinstance(value, (list, tuple, dict)) or type(value) is _Seq
+    if nested and depth >= SHORT_DEPTH:
+        return "[…]" if not isinstance(value, dict) else "{…}"
     if isinstance(value, (list, tuple)):
-        inner = ", ".join(short(v, 40) for v in value[:4])
+        inner = ", ".join(short(v, 40, depth + 1) for v in value[:4])
         return f"[{inner}{_cut(len(value) - 4)}]"
     if type(value) is _Seq:
-        inner = ", ".join(short(v, 40) for v in value.items)
+        inner = ", ".join(short(v, 40, depth + 1) for v in value.items)
         return f"[{inner}{_cut(value.length - 4)}]"
     if isinstance(value, dict):
-        items = ", ".join(f"{short(k, 24)}: {short(v, 24)}" for k, v in list(value.items())[:3])
+        items = ", ".join(
+            f"{short(k, 24, depth + 1)}: {short(v, 24, depth + 1)}" for k, v in list(value.items())[:3]
+        )
         return "{" + items + _cut(len(value) - 3) + "}"
-    text = repr(value)
+    if isinstance(value, int):  # an int subclass (an enum member shows its own repr)
+        text = repr(value) if value.bit_length() <= _BIG_INT_BITS else f"<int of {value.bit_length()} bits>"
+    else:
+        text = repr(value)
     if " at 0x" in text or " object at " in text:
         text = type(value).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"

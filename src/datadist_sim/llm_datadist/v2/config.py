@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Mapping
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.door import Endpoint, NodeSettings, SimError
+from datadist_sim.llm_datadist._engine import short
 from datadist_sim.llm_datadist.configs import trans_str_ip
 from datadist_sim.llm_datadist.status import raise_if_false
 from datadist_sim.llm_datadist.utils.utils import check_isinstance
@@ -41,13 +42,14 @@ def engine_options(func: str, options: Mapping[Any, Any]) -> Dict[str, str]:
     """The options as the engine receives them: pybind converts the dict to ``std::map<std::string,
     std::string>`` (hixl ``llm_datadist_v2_wrapper.cc:22``, GE ``llm_datadist_wrapper.cc:177``), so a key
     or value that is neither ``str`` nor ``bytes`` (which pybind also takes, as UTF-8) is a
-    ``TypeError`` before the engine runs."""
+    ``TypeError`` before the engine runs (its message shows the pair by ``short``, which never raises:
+    a value whose ``__repr__`` raises is still this ``TypeError``)."""
     converted: Dict[str, str] = {}
     for key, value in options.items():
         if not isinstance(key, (str, bytes)) or not isinstance(value, (str, bytes)):
             raise TypeError(
                 f"{func}(): incompatible function arguments; options must be Dict[str, str], "
-                f"got {key!r}: {value!r} ({type(key).__name__}: {type(value).__name__})"
+                f"got {short(key)}: {short(value)} ({type(key).__name__}: {type(value).__name__})"
             )
         k = key.decode() if isinstance(key, bytes) else key
         converted[k] = value.decode() if isinstance(value, bytes) else value

@@ -94,7 +94,12 @@ class LLMDataDist:
         options_for_engine = engine_options(wrapper, self._engine_options)
         with _engine_call("[LLMDataDist.init]", f"Failed to initialize llm datadist, options = {options}"):
             settings = node_settings(options_for_engine)
-            if self._enable_cache_mgr and "llm.ListenIp" in options_for_engine:
+            # the engine listens iff llm.ListenPort is set, and then requires llm.ListenIp
+            # (``LLMLinkManager::Initialize``, hixl ``src/llm_datadist/link_mgr/llm_link_manager.cc:28-35``):
+            # an ip alone is a client's own address, a port alone is LLM_PARAM_INVALID
+            if self._enable_cache_mgr and "llm.ListenPort" in options_for_engine:
+                if "llm.ListenIp" not in options_for_engine:
+                    raise SimError(LLMStatusCode.LLM_PARAM_INVALID, "llm.ListenIp is not assigned")
                 listen = [
                     engine_listen_endpoint(
                         options_for_engine["llm.ListenIp"],
