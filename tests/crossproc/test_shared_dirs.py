@@ -18,6 +18,7 @@ import pytest
 
 from datadist_sim._outputs import UnsafeOutput, open_output, write_output
 from datadist_sim._world.world import SimWorld
+from datadist_sim.explore.run import RunResult
 
 from .conftest import TIMEOUT_S
 
@@ -80,9 +81,24 @@ def test_explore_out_refuses_a_symlink(planted: Tuple[Path, Path]) -> None:
     _, victim = planted
     (victim.parent / "scenarios").mkdir()
     (victim.parent / "scenarios" / "t-7.toml").symlink_to(victim)
-    result = type("R", (), {"seed": 7, "failure": "boom", "signature": "s", "schedule": ()})()
+    result = RunResult(index=0, seed=7, schedule=(), failed=True, signature="s", failure="boom")
     with pytest.raises(UnsafeOutput):
-        report.write_scenario(victim.parent / "scenarios", "m:t", result)  # type: ignore[arg-type]
+        report.write_scenario(victim.parent / "scenarios", "m:t", result)
+
+
+def test_explore_replay_trace_refuses_a_symlink(
+    planted: Tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``explore --replay --trace``: the driver opens the trace without following a link, and so does
+    the worker process that writes it."""
+    from datadist_sim.cli import main
+
+    link, _ = planted
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('name = "s"\nseed = 1\n')
+    code = main(["explore", "tests.explore.clients:careful", "--replay", str(scenario), "--trace", str(link)])
+    assert code == 2
+    assert f"{link} is a symbolic link" in capsys.readouterr().err
 
 
 def test_run_trace_refuses_a_symlink(planted: Tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:

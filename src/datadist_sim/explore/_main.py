@@ -176,9 +176,12 @@ def _traced_run(
 ) -> RunResult:
     """One run of ``schedule`` with its whole trace streamed to ``--trace``'s file (``{pid}``: this
     command's process id, though a worker process writes it)."""
+    from datadist_sim._outputs import open_output
     from datadist_sim._world.trace import expand_trace_path
 
-    job = Job(0, seed, schedule, overrides, trace_path=expand_trace_path(template))
+    path = expand_trace_path(template)
+    open_output(path).close()  # truncated here, in the driver, so a symlink at the name fails the command
+    job = Job(0, seed, schedule, overrides, trace_path=path)
     if workers is not None:
         return workers.one(job)
     with Workers(target, limits) as own:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
+from datadist_sim._outputs import open_output
 from datadist_sim.explore.run import Limits, RunResult, Target, own_frame, run_one
 from datadist_sim.explore.schedule import Schedule
 
@@ -224,7 +225,8 @@ def _serve(conn: Connection, target: Target, limits: Limits, dump_path: str) -> 
 def _execute(target: Target, job: Job, limits: Limits) -> RunResult:
     if job.trace_path is None:
         return _run(target, job, limits, None)
-    with open(job.trace_path, "w", encoding="utf-8") as sink:
+    # the driver created the file (refusing a symlink there); a link planted since is refused too
+    with open_output(job.trace_path, "a") as sink:
         return _run(target, job, limits, sink)
 
 
