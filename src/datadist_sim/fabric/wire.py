@@ -11,10 +11,12 @@ Before a single byte is decoded, each end checks the other:
 
 After that, frames are an 8-byte length and a message (an envelope, then a payload: two pickles) decoded
 by ``WireUnpickler``, which resolves only the exact classes the protocol carries (the faces' enums and
-small data classes, numpy arrays) and refuses anything else, so even a peer that passed every check
-cannot name code to run; a payload so refused fails only its own request. Exceptions travel as data
-(class name, args, attributes) and are rebuilt only as built-in or datadist-sim exception classes. The
-commonest messages travel in a compact form instead, checked as strictly (``fabric/compact.py``).
+small data classes, and numpy arrays of plain numeric dtypes, which the decoder builds itself from a
+dtype name, a shape and bytes, ``fabric/arrays.py``) and refuses anything else, so even a peer that
+passed every check cannot name code to run; a payload so refused fails only its own request.
+Exceptions travel as data (class name, args, attributes) and are rebuilt only as built-in or
+datadist-sim exception classes. The commonest messages travel in a compact form instead, checked as
+strictly (``fabric/compact.py``).
 """
 
 from __future__ import annotations
@@ -243,14 +245,13 @@ _allowed: Optional[Dict[Tuple[str, str], Any]] = None
 
 def allowed_globals() -> Dict[Tuple[str, str], Any]:
     """Every ``(module, name)`` a frame may name, with the object it names: the faces' enums and data
-    classes, and what numpy arrays, dtypes and scalars pickle to (found by pickling samples, so it follows
-    the numpy version). Resolved once, so decoding a frame never imports anything (and a lookup costs less
-    than the import machinery ``Unpickler.find_class`` runs for each global, issue 15)."""
+    classes, and the builders of plain numpy values (``fabric/arrays.py``: no numpy global itself, whose
+    rebuilding trusts state the sender wrote). Resolved once, so decoding a frame never imports anything
+    (and a lookup costs less than the import machinery ``Unpickler.find_class`` runs for each global)."""
     global _allowed
     if _allowed is None:
-        import numpy as np
-
         from datadist_sim import llm_datadist, llm_datadist_v1
+        from datadist_sim.fabric.arrays import BUILDERS
 
         # plain values a client may pass that pickle by name: ``range(n)`` as a layer or block list
         found: Dict[Tuple[str, str], Any] = {
@@ -263,26 +264,25 @@ def allowed_globals() -> Dict[Tuple[str, str], Any]:
                 value = getattr(face, name, None)
                 if isinstance(value, type) and (issubclass(value, enum.Enum) or name in _DATA_CLASSES):
                     found[(value.__module__, value.__qualname__)] = value
-        samples: List[Any] = [np.zeros((2, 3), np.float16), np.arange(6)[::2], np.dtype("f2"), np.int64(1)]
-        samples += [np.float32(1), np.bool_(True), np.zeros(2, dtype=[("a", "i4")])]
-        for sample in samples:
-            found.update(_globals_in(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)))
+        for builder in BUILDERS:
+            found[(builder.__module__, builder.__qualname__)] = builder
         _allowed = found
     return _allowed
 
 
-def _globals_in(data: bytes) -> Dict[Tuple[str, str], Any]:
-    """The globals a pickle names, and what each names, found by loading it with a recording
-    ``find_class``."""
-    names: Dict[Tuple[str, str], Any] = {}
+_table: Optional[Dict[type, Callable[[Any], Any]]] = None
 
-    class Recorder(pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            names[(module, name)] = found = super().find_class(module, name)
-            return found
 
-    Recorder(io.BytesIO(data)).load()
-    return names
+def _new_pickler(buffer: io.BytesIO) -> pickle.Pickler:
+    """A pickler that sends numpy values as ``fabric/arrays.py`` builds them."""
+    global _table
+    if _table is None:
+        from datadist_sim.fabric.arrays import dispatch_table
+
+        _table = dispatch_table()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _table
+    return pickler
 
 
 class TypeRefused(pickle.UnpicklingError):
@@ -372,7 +372,7 @@ def make_dumps(persistent_id: Callable[[Any], Any]) -> Callable[[Tuple[Any, ...]
             buffer, pickler = free.pop()
         except IndexError:
             buffer = io.BytesIO()
-            pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler = _new_pickler(buffer)
             pickler.persistent_id = persistent_id  # type: ignore[method-assign]
         try:
             dump_message(pickler, message)
@@ -389,7 +389,7 @@ def make_dumps(persistent_id: Callable[[Any], Any]) -> Callable[[Tuple[Any, ...]
 def plain_dumps(message: Tuple[Any, ...]) -> bytes:
     """A message of an end that sends no object handles."""
     buffer = io.BytesIO()
-    dump_message(pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL), message)
+    dump_message(_new_pickler(buffer), message)
     return buffer.getvalue()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import sys
 import traceback
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from _common import PROMPT_ID, RANK_TABLE, pattern, poll_until_ready
@@ -58,9 +58,10 @@ def worker(role: str, steps: Any, out: Any) -> None:
             cm.pull_cache(CacheKey(PROMPT_ID, 1), cache)
             out.put(("a_pulled", bool(np.array_equal(buffer, SENT))))
         step()
-        report: Callable[[str, np.ndarray], None] = lambda name, want: out.put(
-            (name, bool(np.array_equal(buffer, want)))
-        )
+
+        def report(name: str, want: np.ndarray) -> None:
+            out.put((name, bool(np.array_equal(buffer, want))))
+
         if role == "b":
             report("b_untouched", B_OWN)
         if role == "prompt":
