@@ -4,6 +4,7 @@ Each attack is followed by an honest client's call, which must be answered."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
 import struct
@@ -148,3 +149,87 @@ def test_plain_numpy_values_cross_the_wire_as_they_were(value: Any) -> None:
 
 def _no_handles(pid: Any) -> Any:
     raise AssertionError(pid)
+
+
+def _peak_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"(" + struct.pack("<i", 1 << 25),  # a tuple of 32 Mi items: 256 MiB of slots, from 5 bytes
+        b"\x80\x05N" + b"r" + struct.pack("<I", 1 << 24) + b".",  # a pickle's memo index: 256 MiB
+    ],
+    ids=["compact-tuple", "pickle-memo"],
+)
+def test_a_frame_cannot_make_the_fabric_allocate_more_than_a_small_multiple_of_its_length(
+    fabric: Fabric, frame: bytes
+) -> None:
+    """Peak resident memory: a tuple's slots are zeroed one by one, a memo's by hand (a list's come from
+    ``calloc``, untouched: the in-process test below counts those)."""
+    _answers(fabric)  # warm: what serving a call takes is already counted
+    before = _peak_rss_kib(fabric.server.pid)
+    with Attacker(fabric.address) as attacker:
+        attacker.send(frame)
+        with pytest.raises((ConnectionError, EOFError, OSError)):  # not our protocol: dropped
+            attacker.call("str", 1)
+    _answers(fabric)
+    grown_mib = (_peak_rss_kib(fabric.server.pid) - before) / 1024
+    assert grown_mib < 64, f"the fabric's peak memory grew {grown_mib:.0f} MiB for a {len(frame)} B frame"
+
+
+def _compact_frames() -> Any:
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+    values = st.recursive(
+        scalars | st.binary(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.tuples(inner, inner)
+            | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+        ),
+        max_leaves=12,
+    )
+    return st.tuples(st.just("req"), st.integers(0, 1 << 40), st.just("call"), st.lists(values, max_size=4))
+
+
+def test_the_compact_check_admits_the_encoders_frames_and_bounds_what_any_other_allocates() -> None:
+    """Every frame of the form's values passes; any frame made from one by overwriting four bytes with a
+    chosen count either is refused, or is decoded by marshal within a small multiple of its length (and
+    the digits a long integer declares, which marshal reserves without writing)."""
+    import marshal
+    import tracemalloc
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from datadist_sim.fabric.bounds import FrameRefused, check_compact
+
+    @settings(max_examples=300, deadline=None)
+    @given(_compact_frames(), st.integers(0, 1 << 10), st.integers(-(1 << 31), (1 << 31) - 1))
+    def check(message: Any, where: int, count: int) -> None:
+        frame = marshal.dumps(message, 2)
+        check_compact(frame)  # the encoder's own frames always pass
+        at = where % len(frame)
+        mutated = frame[:at] + struct.pack("<i", count) + frame[at + 4 :]
+        try:
+            check_compact(mutated)
+        except FrameRefused:
+            return
+        tracemalloc.start()
+        with contextlib.suppress(Exception):  # most mutated frames do not decode: only the memory counts
+            marshal.loads(mutated)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        # a long integer's declared digits are reserved (never written: address space, not memory), two
+        # bytes a digit; nothing else may exceed the bound
+        reserved = 2 * abs(count) + 64 if b"l" in mutated else 0
+        assert peak <= 256 * len(mutated) + 4096 + reserved, (peak, len(mutated))
+
+    check()

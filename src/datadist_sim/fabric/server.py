@@ -169,9 +169,8 @@ class FabricServer:
         def first(kind: str, payload: Tuple[Any, ...]) -> Any:
             return self._first(conn, pid, kind, payload)
 
-        conn = Connection(
-            sock, first, self.pool, dumps=plain_dumps, loads=compact.make_loads(make_loads(_no_reference))
-        )
+        loads = compact.make_loads(make_loads(_no_reference, bounded=True), bounded=True)
+        conn = Connection(sock, first, self.pool, dumps=plain_dumps, loads=loads)
         return conn
 
     def _first(self, conn: Connection, pid: int, kind: str, payload: Tuple[Any, ...]) -> Any:

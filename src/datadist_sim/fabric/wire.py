@@ -393,10 +393,15 @@ def plain_dumps(message: Tuple[Any, ...]) -> bytes:
     return buffer.getvalue()
 
 
-def make_loads(persistent_load: Callable[[Any], Any]) -> Callable[[bytes], Any]:
-    """A message decoder with this end's handle translation: the message, or ``PayloadRefused``."""
+def make_loads(persistent_load: Callable[[Any], Any], *, bounded: bool = False) -> Callable[[bytes], Any]:
+    """A message decoder with this end's handle translation: the message, or ``PayloadRefused``.
+    ``bounded`` (the fabric's ends): the frame's opcodes are checked first (``bounds.check_pickled``)."""
 
     def loads(data: bytes) -> Any:
+        if bounded:
+            from datadist_sim.fabric.bounds import check_pickled
+
+            check_pickled(data)
         unpickler = WireUnpickler(io.BytesIO(data))
         unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
         head = unpickler.load()
