@@ -29,11 +29,15 @@ import select
 import socket
 import stat
 import struct
-import sys
 import time
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import answer_challenge, deliver_challenge
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+
+from datadist_sim.fabric.exceptions import PackedException as PackedException
+from datadist_sim.fabric.exceptions import RemoteError as RemoteError
+from datadist_sim.fabric.exceptions import pack_exception as pack_exception
+from datadist_sim.fabric.exceptions import unpack_exception as unpack_exception
 
 HEADER = struct.Struct("!Q")
 MAX_FRAME = 1 << 40
@@ -42,10 +46,8 @@ HELLO = b"datadist-sim fabric 2"
 and until it arrives a connection costs nothing but its file descriptor (the fabric starts the challenge
 only for a peer that speaks)."""
 HANDSHAKE_TIMEOUT_S = 5.0
-"""Longest wait for each step of the handshake, on either side."""
+"""Longest time the whole handshake may take, on either side."""
 _CRED = struct.Struct("3i")
-
-PackedException = Tuple[str, str, Tuple[Any, ...], Dict[str, Any]]
 
 
 class ChannelClosed(ConnectionError):
@@ -54,10 +56,6 @@ class ChannelClosed(ConnectionError):
 
 class ChannelTimeout(TimeoutError):
     """No reply came within the wait's timeout."""
-
-
-class RemoteError(RuntimeError):
-    """An exception from the other end that cannot be rebuilt here as its own type."""
 
 
 class FabricRefused(RuntimeError):
@@ -172,28 +170,51 @@ def private_directory(folder: str) -> str:
 
 
 class _Frames:
-    """``multiprocessing.connection``'s handshake talks through ``send_bytes``/``recv_bytes``: our frames."""
+    """``multiprocessing.connection``'s handshake talks through ``send_bytes``/``recv_bytes``: our frames,
+    every read and write within one ``deadline`` for the whole handshake (a peer that sends a byte at a
+    time holds it no longer than a silent one)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
         self._sock = sock
+        self._deadline = deadline
+
+    def _left(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("the handshake took too long")
+        self._sock.settimeout(left)
+        return left
+
+    def _recv(self, nbytes: int) -> bytes:
+        chunks: List[bytes] = []
+        remaining = nbytes
+        while remaining:
+            self._left()
+            chunk = self._sock.recv(min(remaining, 1 << 16))
+            if not chunk:
+                raise ChannelClosed("connection closed")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
 
     def send_bytes(self, data: bytes) -> None:
+        self._left()
         send_frame(self._sock, bytes(data))
 
     def recv_bytes(self, maxlength: Optional[int] = None) -> bytes:
-        (length,) = HEADER.unpack(recv_exact(self._sock, HEADER.size))
+        (length,) = HEADER.unpack(self._recv(HEADER.size))
         if maxlength is not None and length > maxlength:
             raise AuthenticationError(f"handshake message of {length} B")
-        return recv_exact(self._sock, length)
+        return self._recv(length)
 
 
 def client_handshake(sock: socket.socket, token: str, timeout: Optional[float] = None) -> None:
     """Prove to the fabric that we know the token, then have it prove the same: ``FabricRefused`` if
-    it cannot, ``ChannelTimeout`` if it does not answer within ``timeout`` (``HANDSHAKE_TIMEOUT_S``)
-    per step, ``ChannelClosed`` if it goes away."""
+    it cannot, ``ChannelTimeout`` if it does not finish within ``timeout`` (``HANDSHAKE_TIMEOUT_S``) in
+    all, ``ChannelClosed`` if it goes away."""
     wait = HANDSHAKE_TIMEOUT_S if timeout is None else timeout
     sock.settimeout(wait)
-    frames: Any = _Frames(sock)  # duck-typed: the handshake only sends and receives bytes
+    frames: Any = _Frames(sock, time.monotonic() + wait)  # duck-typed: the handshake sends and receives
     try:
         send_frame(sock, HELLO)
         answer_challenge(frames, token.encode())  # the order of multiprocessing's Client
@@ -208,13 +229,13 @@ def client_handshake(sock: socket.socket, token: str, timeout: Optional[float] =
 
 
 def server_handshake(sock: socket.socket, token: str) -> bool:
-    """The fabric's side, after the client's ``HELLO``: challenge it, then answer its challenge."""
-    sock.settimeout(HANDSHAKE_TIMEOUT_S)
-    frames: Any = _Frames(sock)  # duck-typed: the handshake only sends and receives bytes
+    """The fabric's side, after the client's ``HELLO``: challenge it, then answer its challenge, all
+    within ``HANDSHAKE_TIMEOUT_S``."""
+    frames: Any = _Frames(sock, time.monotonic() + HANDSHAKE_TIMEOUT_S)  # duck-typed, as above
     try:
         deliver_challenge(frames, token.encode())  # the order of multiprocessing's Listener
         answer_challenge(frames, token.encode())
-    except Exception:  # a failed or broken handshake: the connection is dropped
+    except Exception:  # a failed, broken or too slow handshake: the connection is dropped
         return False
     return True
 
@@ -418,32 +439,3 @@ def make_loads(persistent_load: Callable[[Any], Any], *, bounded: bool = False) 
 
 def _is_envelope(head: Any) -> bool:
     return type(head) is tuple and len(head) == 3 and head[0] in ("req", "rep") and type(head[1]) is int
-
-
-def pack_exception(exc: BaseException) -> PackedException:
-    """An exception as data: its class (by import path), args and attributes."""
-    cls = type(exc)
-    state = {k: v for k, v in vars(exc).items() if not k.startswith("__")} if hasattr(exc, "__dict__") else {}
-    return cls.__module__, cls.__qualname__, tuple(exc.args), state
-
-
-def unpack_exception(packed: PackedException) -> BaseException:
-    """Rebuild the very exception type (``LLMException`` with its status code, ``TypeError``...) when it
-    is a built-in one or one of datadist-sim's modules already loaded here (nothing is imported); any
-    other keeps only its text, as ``RemoteError``."""
-    module, qualname, args, state = packed
-    text = f"{module}.{qualname}: {', '.join(map(str, args))}"
-    loaded = sys.modules.get(module) if module == "builtins" or module.startswith("datadist_sim.") else None
-    cls: Any = loaded
-    for part in qualname.split(".") if loaded is not None else ():
-        cls = getattr(cls, part, None)
-    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-        return RemoteError(text)
-    try:
-        exc: BaseException = cls.__new__(cls)
-        exc.args = tuple(args)
-        if state:
-            vars(exc).update(state)
-        return exc
-    except Exception:  # a class that cannot be rebuilt this way: keep the text
-        return RemoteError(text)
