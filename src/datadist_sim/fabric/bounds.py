@@ -33,6 +33,7 @@ import struct
 from typing import List
 
 _COUNT = struct.Struct("<i").unpack_from
+_UCOUNT = struct.Struct("<I").unpack_from
 
 _FIXED: List[int] = [0] * 256
 """The length of each fixed-size token by its code (0: not one)."""
@@ -53,22 +54,23 @@ class FrameRefused(ValueError):
 
 def check_compact(frame: bytes) -> None:
     """``FrameRefused`` unless what ``marshal.loads`` would allocate ahead for ``frame`` is bounded by
-    its length. The quick look runs on each call the fabric serves: a few ``find`` calls and a read of
-    each tuple's and list's count."""
+    its length. The quick look runs on each call the fabric serves, so it is a few ``find`` calls and one
+    read per tuple or list: a count read unsigned (a negative one, which marshal refuses, reads as huge
+    and sends the frame to the walk), and no byte in the last four looked at (a header there has no
+    whole count, and marshal fails before allocating)."""
     end = len(frame)
+    limit = end - 4
+    find = frame.find
     total = 0
-    for code in _OPENERS:
-        at = frame.find(code)
-        while at >= 0:
-            if end - at < 5:  # too short for a count: marshal fails before allocating
-                break
-            count = _COUNT(frame, at + 1)[0]
-            if count < 0:
-                total = end + 1  # the walk decides
-                break
-            total += count
-            at = frame.find(code, at + 1)
-    # (four plain tests: a generator over the codes costs more than the look itself)
+    at = find(0x28, 0, limit)  # a tuple
+    while at >= 0:
+        total += _UCOUNT(frame, at + 1)[0]
+        at = find(0x28, at + 1, limit)
+    at = find(0x5B, 0, limit)  # a list
+    while at >= 0:
+        total += _UCOUNT(frame, at + 1)[0]
+        at = find(0x5B, at + 1, limit)
+    # (plain tests: a loop or a generator over the codes costs more than the look itself)
     if total > end or 0x29 in frame or 0xA8 in frame or 0xDB in frame or 0xA9 in frame:
         _walk(frame)
 

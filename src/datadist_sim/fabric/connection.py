@@ -5,6 +5,7 @@ its requests are taken at once."""
 from __future__ import annotations
 
 import functools
+import itertools
 import socket
 import threading
 from typing import Any, Callable, Optional
@@ -42,33 +43,47 @@ class Connection(Endpoint):
         super().__init__(sock, handler, dumps=dumps, loads=loads, on_close=on_close)
         self._pool = pool
         self.buffer = bytearray()
+        # In flight = taken - answered. Only the selector's leader takes (``taken`` has one writer);
+        # answers end on any thread and count with ``itertools.count`` (one C call, atomic), so the
+        # common call, one in flight, takes no lock; the lock guards only pausing and resuming.
+        self.taken = 0
+        self._answered = itertools.count(1)
+        self._answered_hint = 0  # at most the answers counted (a racy copy: only ever too low)
         self._flight = threading.Lock()
-        self.in_flight = 0
-        """Requests taken and not yet answered (``MAX_IN_FLIGHT``)."""
         self.paused = False
         """Not read (at ``MAX_IN_FLIGHT``) until an answer makes room; then ``resume`` is called."""
         self.resume: Callable[[Connection], None] = lambda conn: None
 
+    @property
+    def in_flight(self) -> int:
+        """Requests taken and not yet answered (``MAX_IN_FLIGHT``)."""
+        return self.taken - _counted(self._answered)
+
     def took(self) -> bool:
-        """One more request taken; False, with the connection marked paused, when it is at its share."""
-        with self._flight:
-            self.in_flight += 1
-            if self.in_flight >= MAX_IN_FLIGHT:
-                self.paused = True
-                return False
+        """One more request taken (by the leader); False, with the connection marked paused, when that
+        fills its share."""
+        self.taken += 1
+        if self.taken - self._answered_hint < MAX_IN_FLIGHT:
             return True
+        with self._flight:
+            self.paused = True  # before the exact count: an answer ending now sees it and resumes
+            if self.in_flight < MAX_IN_FLIGHT:
+                self.paused = False
+                return True
+            return False
 
     def answer(self, rid: int, kind: str, payload: Payload) -> None:
         try:
             super().answer(rid, kind, payload)
         finally:
-            with self._flight:
-                self.in_flight -= 1
-                room = self.paused and self.in_flight < MAX_IN_FLIGHT
+            self._answered_hint = next(self._answered)
+            if self.paused:
+                with self._flight:
+                    room = self.paused and self.in_flight < MAX_IN_FLIGHT
+                    if room:
+                        self.paused = False
                 if room:
-                    self.paused = False
-            if room:
-                self.resume(self)
+                    self.resume(self)
 
     def bind(
         self,
@@ -98,3 +113,9 @@ class Connection(Endpoint):
     @property
     def sock(self) -> socket.socket:
         return self._sock
+
+
+def _counted(counter: itertools.count[int]) -> int:
+    """How many times ``counter`` (started at 1) has been advanced, without advancing it: its repr is
+    ``count(N)``, N the next value (the rare path only: pausing and resuming)."""
+    return int(repr(counter)[6:-1]) - 1
