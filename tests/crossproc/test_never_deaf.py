@@ -73,6 +73,10 @@ def test_a_thread_the_system_refuses_delays_jobs_but_loses_none_and_kills_no_lea
 ) -> None:
     fabric = served(lambda conn, kind, payload: (kind, *payload))
     assert fabric.call("echo", 1) == ("echo", 1)
+    fabric.pool._idle_s = 0.01  # no idle thread left but the leader: every job now needs a new one
+    deadline = time.monotonic() + WAIT_S
+    while fabric.pool.threads > 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
     real_start = threading.Thread.start
 
     def refuse(thread: threading.Thread) -> None:

@@ -178,6 +178,9 @@ class SelectorLoop:
             if not still:
                 return  # another thread leads now: this one goes back to the pool
 
+    def _is_lead(self, job: Callable[[], None]) -> bool:
+        return getattr(job, "__func__", None) is SelectorLoop._lead
+
     def hand_off(self, number: int) -> None:
         """Answer ``number`` may block: another thread takes the selector (once per answer)."""
         with self._hand:
@@ -224,6 +227,8 @@ class SelectorLoop:
                     data = self._watched.get(fd)
                     if data is not None:
                         self._ready(data, fd, work)
+                if self._pool.short:  # no thread could be started for jobs waiting: take them here
+                    self._pool.run_waiting(self._is_lead)
                 now = time.monotonic()
                 if now >= self._next_tick:
                     self._next_tick = now + TICK_S

@@ -41,6 +41,9 @@ class WorkerPool:
         self._workers: List[threading.Thread] = []
         self.refused = 0
         """Threads the system would not start (``status`` and the log show it)."""
+        self.short = False
+        """The system refused the last thread asked for: jobs may wait that no thread will take, so the
+        selector's leader runs them itself (``run_waiting``) until a thread starts again."""
         self._told_full = False
 
     def submit(self, job: Callable[[], None], *, urgent: bool = False) -> None:
@@ -60,6 +63,7 @@ class WorkerPool:
             self._threads += 1
             self._started += 1
             self._told_full = False
+            self.short = False
             worker = threading.Thread(target=self._work, name=f"{self._name}-{self._started}", daemon=True)
             self._workers = [w for w in self._workers if w.is_alive()]
             self._workers.append(worker)
@@ -70,10 +74,30 @@ class WorkerPool:
                 self._threads -= 1
                 self._workers.remove(worker)
                 self.refused += 1
+                self.short = True
                 alive = self._threads
             _log.warning(
                 "fabric: could not start a worker thread (%s); %d running, the job waits for one", exc, alive
             )
+
+    def run_waiting(self, skip: Callable[[Callable[[], None]], bool]) -> None:
+        """Run, on the calling thread, the jobs waiting while no thread is idle, except those ``skip``
+        names (the leader's own job): with the system refusing threads, the leader must take the
+        handshakes and calls no other thread will."""
+        kept: List[Callable[[], None]] = []
+        while True:
+            with self._cond:
+                if not self._jobs or self._waiting:
+                    self._jobs.extendleft(reversed(kept))
+                    return
+                job = self._jobs.popleft()
+            if skip(job):
+                kept.append(job)
+                continue
+            try:
+                job()
+            except Exception:  # as a worker does: the job reports its own failures
+                _log.exception("fabric worker: unexpected error")
 
     def close(self, timeout: float = 5.0) -> None:
         """Let every thread end as soon as it has no job, rather than after ``idle_s``, and wait up to
