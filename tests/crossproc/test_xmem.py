@@ -143,10 +143,14 @@ def test_a_refused_direct_read_is_asked_once_per_pair_of_processes(kernel_allows
     from datadist_sim.fabric.raw import RawRouter
 
     log: List[str] = []
-    router = RawRouter(lambda *_: None, timeout_s=1.0)
     owner, reader = _Session(101, _Channel(True, log)), _Session(102, _Channel(kernel_allows, log))
-    router.add(owner, 0x1000, 4096)  # type: ignore[arg-type]
-    router.add(reader, 0x9000, 4096)  # type: ignore[arg-type]
+    registered = {0x1000: owner, 0x9000: reader}  # the address each process registered
+    router = RawRouter(
+        lambda *_: None,
+        1.0,
+        lambda cluster: None,
+        lambda address, _n: [registered[address]],  # type: ignore[list-item]
+    )
     copies = [(0x9000, 0x1000, 4096)]
     assert router.copy_direct(copies) is kernel_allows
     assert router.copy_direct(copies) is kernel_allows
@@ -162,8 +166,7 @@ def test_one_process_on_both_sides_is_not_read_directly() -> None:
     from datadist_sim.fabric.raw import RawRouter
 
     log: List[str] = []
-    router = RawRouter(lambda *_: None, timeout_s=1.0)
     both = _Session(101, _Channel(True, log))
-    router.add(both, 0x1000, 1 << 16)  # type: ignore[arg-type]
+    router = RawRouter(lambda *_: None, 1.0, lambda cluster: None, lambda address, _n: [both])  # type: ignore[list-item]
     assert not router.copy_direct([(0x8000, 0x1000, 4096)])
     assert log == []

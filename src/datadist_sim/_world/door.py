@@ -46,6 +46,8 @@ from datadist_sim._world.links import check_link_status as check_link_status
 from datadist_sim._world.links import link_clusters as link_clusters
 from datadist_sim._world.links import unlink_clusters as unlink_clusters
 from datadist_sim._world.ownership import check_register
+from datadist_sim._world.ownership import copy_parties as copy_parties
+from datadist_sim._world.ownership import holds as holds
 from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
 from datadist_sim._world.process_memory import raw_view as raw_view
 from datadist_sim._world.pulls import PullRequest as PullRequest

@@ -23,7 +23,8 @@ addresses are checked at registration there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, List, Sequence, Tuple
+import threading
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import is_simulated
@@ -96,3 +97,34 @@ def check_destinations(world: SimWorld, remote_id: int, ranges: Sequence[Tuple[i
             f"dst address {dst:#x} (+{nbytes} B) is {whose}, not memory of the destination cluster "
             f"{remote_id}",
         )
+
+
+# -- whose memory a copy touches --------------------------------------------------------------------------
+#
+# A transfer knows which cluster each side of it is (a pull writes the caller's cache from the remote's, a
+# push the other way round), but the address space it copies through sees only numbers. Where clusters run
+# in separate processes (the fabric), a raw pointer means something only in the process that registered it
+# and two processes may hold memory at the same number (``fork``ed workers, ASLR off), so the copy's
+# parties are published for the running thread while the transfer runs: the fabric's router asks the
+# destination's process to write and the source's to read, never a process chosen by the address alone.
+
+_parties = threading.local()
+Parties = Optional[Tuple[int, int]]
+
+
+def enter_copy(dst_cluster: int, src_cluster: int) -> Parties:
+    """Name ``(destination, source)`` clusters of the copies this thread runs next; returns what was named
+    before, for ``leave_copy`` (plain calls, not a context manager: a small pull runs this each time)."""
+    before: Parties = getattr(_parties, "value", None)
+    _parties.value = (dst_cluster, src_cluster)
+    return before
+
+
+def leave_copy(before: Parties) -> None:
+    _parties.value = before
+
+
+def copy_parties() -> Parties:
+    """``(destination, source)`` clusters of the transfer this thread is running, or None."""
+    found: Parties = getattr(_parties, "value", None)
+    return found

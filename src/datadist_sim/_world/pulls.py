@@ -15,6 +15,7 @@ from datadist_sim._world.clock import VirtualClock, other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode, PeerLink
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import EngineKey, Key
+from datadist_sim._world.ownership import enter_copy, leave_copy
 from datadist_sim._world.ranges import (
     BlockRanges,
     Contiguous,
@@ -88,6 +89,14 @@ def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
     removed meanwhile gives ``LLM_KV_CACHE_NOT_EXIST`` and nothing is written. The same pull (same key,
     same destination) while one is in flight gives ``LLM_REPEAT_REQUEST``.
     """
+    before = enter_copy(node.cluster_id, request.key.cluster_id)  # the caller's memory is written
+    try:
+        _pull(world, node, request)
+    finally:
+        leave_copy(before)
+
+
+def _pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
     if _fast_pull(world, node, request):
         return
     local = store_of(world, node)

@@ -19,7 +19,7 @@ from datadist_sim._world.clock import other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import INVALID_ID, PackedKey
-from datadist_sim._world.ownership import check_destinations
+from datadist_sim._world.ownership import check_destinations, enter_copy, leave_copy
 from datadist_sim._world.ranges import (
     PullParams,
     Range,
@@ -289,8 +289,12 @@ def _serialised(
     req_id: Optional[int] = None,
 ) -> None:
     """A push-direction transfer (the caller's memory is the source), serialised per link."""
-    with _activity(world, node, remote_id, kind) as link_lock, link_lock:
-        _run(world, node, op, remote_id, req_id, plan, world.space_copy, remote_is_src=False)
+    before = enter_copy(remote_id, node.cluster_id)  # the remote's memory is written
+    try:
+        with _activity(world, node, remote_id, kind) as link_lock, link_lock:
+            _run(world, node, op, remote_id, req_id, plan, world.space_copy, remote_is_src=False)
+    finally:
+        leave_copy(before)
 
 
 def push(
@@ -342,11 +346,13 @@ def copy_cache(
         nbytes = src.batch_bytes - offset if size == -1 else size
         if nbytes < 0 or offset + nbytes > src.batch_bytes or offset + nbytes > dst.batch_bytes:
             raise SimError(_P, f"offset {offset} + size {nbytes} exceeds the batch")
-        world.space_copy(
+        _local_copy(
+            world,
+            node,
             [
                 (d + dst_batch * dst.batch_bytes + offset, s + src_batch * src.batch_bytes + offset, nbytes)
                 for s, d in zip(src.addrs, dst.addrs)
-            ]
+            ],
         )
 
 
@@ -358,7 +364,18 @@ def copy_blocks(world: SimWorld, node: ClusterNode, cache_id: int, pairs: Sequen
         for s, d in pairs:
             if not (0 <= s < entry.batch_size and 0 <= d < entry.batch_size):
                 raise SimError(_P, f"block pair {s}->{d} out of range [0, {entry.batch_size})")
-        world.space_copy([(a + d * block, a + s * block, block) for a in entry.addrs for s, d in pairs])
+        _local_copy(
+            world, node, [(a + d * block, a + s * block, block) for a in entry.addrs for s, d in pairs]
+        )
+
+
+def _local_copy(world: SimWorld, node: ClusterNode, ranges: List[Range]) -> None:
+    """Copies inside one cluster's own memory: it is both parties."""
+    before = enter_copy(node.cluster_id, node.cluster_id)
+    try:
+        world.space_copy(ranges)
+    finally:
+        leave_copy(before)
 
 
 def push_to_addrs(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import marshal
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from datadist_sim.fabric.bounds import check_compact
 from datadist_sim.fabric.wire import _DATA_CLASSES, PayloadRefused, allowed_globals
 
 MARSHAL_VERSION = 2
@@ -145,9 +146,11 @@ def make_dumps(pickled: Encode, handle_of: Optional[HandleOf] = None) -> Encode:
     return dumps
 
 
-def make_loads(unpickled: Decode, resolve: Optional[Resolve] = None) -> Decode:
+def make_loads(unpickled: Decode, resolve: Optional[Resolve] = None, *, bounded: bool = False) -> Decode:
     """A decoder for both forms: a compact frame checked against the form (``NotOurs``), handles given
-    to ``resolve`` (an end without it refuses them), anything else to ``unpickled``."""
+    to ``resolve`` (an end without it refuses them), anything else to ``unpickled``. ``bounded`` (the
+    fabric's ends): a compact frame's sizes are checked before ``marshal`` allocates by them
+    (``bounds.check_compact``)."""
     by_name: Dict[str, Any] = data_classes()[1]
 
     def decode_all(values: List[Any], head: Tuple[Any, ...]) -> List[Any]:
@@ -193,6 +196,8 @@ def make_loads(unpickled: Decode, resolve: Optional[Resolve] = None) -> Decode:
     def loads(frame: bytes) -> Any:
         if not frame or frame[0] != FIRST:
             return unpickled(frame)
+        if bounded:
+            check_compact(frame)
         message = marshal.loads(frame)
         if type(message) is not tuple or len(message) not in (4, 7) or type(message[1]) is not int:
             raise NotOurs("not a message")

@@ -13,7 +13,10 @@ otherwise when an answer has run a whole ``HANDOFF_S`` (a lock, a simulated wait
 call), which a standby thread watches for while requests come. So a blocking call delays the other
 connections by two ``HANDOFF_S`` periods (plus scheduling) and starves none. Only the handshake of a
 peer that spoke and the calls themselves occupy threads, so a flood of idle or half-open connections
-delays nobody.
+delays nobody. Those threads are bounded (``pool.MAX_THREADS``; the leader alone may pass the bound) and
+so is what one connection runs at once (``MAX_IN_FLIGHT``: a client pipelining more is read no further
+until one is answered, so it waits). A leader survives any error of its own (logged), and a thread the
+system will not start delays jobs but loses none: the fabric never stops answering.
 """
 
 from __future__ import annotations
@@ -28,23 +31,23 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Tuple, Union
 
-from datadist_sim.fabric.channel import Endpoint, Handler, Payload
+from datadist_sim.fabric.channel import Payload
+from datadist_sim.fabric.connection import MAX_IN_FLIGHT as MAX_IN_FLIGHT
+from datadist_sim.fabric.connection import Connection as Connection
+from datadist_sim.fabric.connection import answering
 from datadist_sim.fabric.pool import WorkerPool
 from datadist_sim.fabric.wire import (
     HEADER,
     HELLO,
     MAX_FRAME,
     PayloadRefused,
-    send_nonblocking,
     server_handshake,
 )
 
 HELLO_WAIT_S = 5.0
 """A new connection that has not sent its ``HELLO`` within this is dropped."""
-SEND_TIMEOUT_S = 30.0
-"""A peer that takes none of a reply for this long is treated as gone."""
 TICK_S = 0.25
 HANDOFF_S = 0.002
 """An answer that has run this long on the leader's thread gets the selector handed on (``_standby``)."""
@@ -52,58 +55,7 @@ STANDBY_QUIET_S = 0.1
 """With no request for this long, the standby stops looking until the next one."""
 MAX_PENDING = 4096
 """Connections still to say ``HELLO``; past this the oldest is dropped to make room."""
-
 _log = logging.getLogger("datadist_sim.fabric")
-_answering = threading.local()
-"""On a thread answering as the leader: ``(loop, answer number)``, for ``Connection.request``."""
-
-
-class Connection(Endpoint):
-    """The fabric's end of one client's connection: frames arrive from the selector thread, requests
-    run on the pool, replies are written by whichever thread has them."""
-
-    def __init__(
-        self,
-        sock: socket.socket,
-        handler: Handler,
-        pool: WorkerPool,
-        *,
-        dumps: Callable[[Any], bytes],
-        loads: Callable[[bytes], Any],
-        on_close: Optional[Callable[[], None]] = None,
-    ) -> None:
-        super().__init__(sock, handler, dumps=dumps, loads=loads, on_close=on_close)
-        self._pool = pool
-        self.buffer = bytearray()
-
-    def bind(
-        self,
-        handler: Handler,
-        *,
-        dumps: Callable[[Any], bytes],
-        loads: Callable[[bytes], Any],
-        on_close: Optional[Callable[[], None]],
-    ) -> None:
-        """Serve this connection for a session from now on (its first request named the session)."""
-        self._handler, self._dumps, self._loads, self._on_close = handler, dumps, loads, on_close
-
-    def _send_bytes(self, data: bytes) -> None:
-        send_nonblocking(self._sock, data, SEND_TIMEOUT_S)
-
-    def request(self, kind: str, *payload: Any, timeout: Optional[float]) -> Any:
-        """Ask the client (its memory, a callback). The reply comes through the selector, so a leader
-        answering on its own thread hands the selector on before it waits."""
-        leading = getattr(_answering, "leading", None)
-        if leading is not None:
-            leading[0].hand_off(leading[1])
-        return super().request(kind, *payload, timeout=timeout)
-
-    def _run(self, rid: int, kind: str, payload: Payload) -> None:
-        self._pool.submit(functools.partial(self.answer, rid, kind, payload))
-
-    @property
-    def sock(self) -> socket.socket:
-        return self._sock
 
 
 class _Pending:
@@ -174,13 +126,24 @@ class SelectorLoop:
         self._next_tick = time.monotonic() + TICK_S
         standby = threading.Thread(target=self._standby, name="fabric-standby", daemon=True)
         standby.start()
-        self._pool.submit(self._lead)
+        self._pool.submit(self._lead, urgent=True)
         while not self._finished.wait(TICK_S):
             pass
         with self._hand:
             self._hand.notify()
 
     def _lead(self) -> None:
+        """Lead until the selector is handed on; whatever goes wrong, a leader goes on (logged)."""
+        while True:
+            try:
+                self._lead_once()
+                return
+            except Exception:  # never deaf: this thread leads again, or the loop is stopping
+                _log.exception("fabric: unexpected error in the selector's leader; leading again")
+                if self._finished.is_set():
+                    return
+
+    def _lead_once(self) -> None:
         """Wait on the selector until requests come, answer the first on this thread, and lead again,
         until the selector is handed on (``hand_off``) while this thread answers."""
         while True:
@@ -203,11 +166,11 @@ class SelectorLoop:
             if stopping:
                 self._pool.submit(functools.partial(conn.answer, rid, kind, payload))
                 continue
-            _answering.leading = (self, number)
+            answering.leading = (self, number)
             try:
                 conn.answer(rid, kind, payload)
             finally:
-                _answering.leading = None
+                answering.leading = None
                 with self._hand_lock:
                     still = self._inline == number
                     if still:
@@ -215,13 +178,16 @@ class SelectorLoop:
             if not still:
                 return  # another thread leads now: this one goes back to the pool
 
+    def _is_lead(self, job: Callable[[], None]) -> bool:
+        return getattr(job, "__func__", None) is SelectorLoop._lead
+
     def hand_off(self, number: int) -> None:
         """Answer ``number`` may block: another thread takes the selector (once per answer)."""
         with self._hand:
             if self._inline != number:
                 return
             self._inline = 0
-        self._pool.submit(self._lead)
+        self._pool.submit(self._lead, urgent=True)
 
     def _standby(self) -> None:
         """While requests come, look every ``HANDOFF_S``: an answer that has run a whole period gets the
@@ -237,7 +203,7 @@ class SelectorLoop:
                 self._hand.wait(HANDOFF_S)
                 if inline and self._inline == inline:
                     self._inline = 0
-                    self._pool.submit(self._lead)
+                    self._pool.submit(self._lead, urgent=True)
                 elif self._answers == answers:
                     quiet += HANDOFF_S
                     if quiet >= STANDBY_QUIET_S:
@@ -246,7 +212,7 @@ class SelectorLoop:
                     quiet = 0.0
             if self._inline:  # stopping while an answer runs: a leader must close the connections
                 self._inline = 0
-                self._pool.submit(self._lead)
+                self._pool.submit(self._lead, urgent=True)
 
     def _collect(self) -> List[Tuple[Connection, int, str, Payload]]:
         """Wait on the selector until requests come; none once the loop stops (all closed then)."""
@@ -261,6 +227,8 @@ class SelectorLoop:
                     data = self._watched.get(fd)
                     if data is not None:
                         self._ready(data, fd, work)
+                if self._pool.short:  # no thread could be started for jobs waiting: take them here
+                    self._pool.run_waiting(self._is_lead)
                 now = time.monotonic()
                 if now >= self._next_tick:
                     self._next_tick = now + TICK_S
@@ -283,6 +251,8 @@ class SelectorLoop:
                 todo, self._todo = self._todo, collections.deque()
             for conn in todo:
                 self._watch(conn.sock.fileno(), conn)
+                if conn.buffer:  # a resumed connection: the requests it had sent past its share
+                    self._take(conn.sock.fileno(), conn, b"", work)
         elif isinstance(data, _Pending):
             self._read_hello(fd, data)
 
@@ -359,6 +329,11 @@ class SelectorLoop:
             return
         sock.setblocking(False)
         conn = self._admit(sock, pending.pid)
+        conn.resume = self._resume
+        self._resume(conn)
+
+    def _resume(self, conn: Connection) -> None:
+        """Have the selector watch ``conn`` (new, or with room again after its share)."""
         with self._todo_lock:
             self._todo.append(conn)
         self.wake()
@@ -385,8 +360,15 @@ class SelectorLoop:
             self._forget(fd)
             self._pool.submit(functools.partial(_close, conn))
             return
+        self._take(fd, conn, data, work)
+
+    def _take(self, fd: int, conn: Connection, data: bytes, work: List[Any]) -> None:
+        """The requests among the frames ``conn.buffer`` and ``data`` complete, up to the connection's
+        share: past it, the frames left go back to its buffer and it is read no further (``paused``)
+        until an answer makes room."""
         try:
-            for frame in _frames(buffer, data):
+            frames = _frames(conn.buffer, data)
+            for index, frame in enumerate(frames):
                 request = conn.take(frame)
                 if request is None:
                     continue
@@ -395,10 +377,25 @@ class SelectorLoop:
                         "fabric: refused a request naming %s (connection kept)", request[2].type_name
                     )
                 work.append((conn, *request))
+                if not conn.took():
+                    self._pause(fd, conn, frames[index + 1 :])
+                    return
         except Exception as exc:  # an undecodable frame: this connection is not trusted
             _log.warning("fabric: dropping a connection after a bad frame: %.120r", exc)  # escaped, cut short
             self._forget(fd)
             self._pool.submit(functools.partial(_close, conn))
+
+    def _pause(self, fd: int, conn: Connection, rest: List[bytes]) -> None:
+        if rest:
+            conn.buffer[:0] = b"".join(HEADER.pack(len(frame)) + frame for frame in rest)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._epoll.unregister(fd)  # still in ``_watched``: closed with the rest on stop
+        _log.warning(
+            "fabric: a connection (fd %d) has %d calls in flight, its share: read no further until one "
+            "is answered",
+            fd,
+            MAX_IN_FLIGHT,
+        )
 
     def _close_all(self) -> None:
         if self._finished.is_set():

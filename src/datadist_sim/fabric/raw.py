@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import Mode, SimError
+from datadist_sim._world.door import Mode, SimError, copy_parties
 from datadist_sim.fabric.channel import ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.session import Session, calling_session
 from datadist_sim.fabric.shm import Bytes, Range, Scratch, Take
@@ -27,17 +27,36 @@ MEMORY_TIMEOUT_S = 30.0
 """Longest wait for a client to read or write its own memory; past it the transfer times out."""
 
 
+DST, SRC = 0, 1
+"""Which party of a copy (``door.copy_parties``) a range belongs to."""
+SessionOf = Callable[[int], Optional[Session]]
+"""The process that runs a cluster (None if no live process does)."""
+Holders = Callable[[int, int], List[Session]]
+"""The processes whose live registered memory holds a range."""
+
+
 class RawRouter:
     """Finds the process that owns a raw pointer and has it read or write its memory.
 
-    Ranges a process registered (``register_cache`` and the like) are remembered with their owner;
-    any other raw pointer belongs to the process whose call is running.
+    An address alone names no memory: two processes may hold their own at the same number (workers
+    started by ``fork``, ASLR off). So a copy made by a transfer goes to the process that runs the
+    cluster on that side of it (the world names both, ``door.copy_parties``). A copy with no named
+    parties goes to the calling process if the range is registered memory of it or of no process, else
+    to the one process whose registered memory holds it; the registrations are the world's own (a cache
+    unregistered, or a cluster killed with its process, is forgotten with it), never a table of ours.
     """
 
-    def __init__(self, on_silent: Callable[[Session, bool], None], timeout_s: float) -> None:
+    def __init__(
+        self,
+        on_silent: Callable[[Session, bool], None],
+        timeout_s: float,
+        session_of: SessionOf,
+        holders: Holders,
+    ) -> None:
         self._lock = threading.Lock()
-        self._ranges: List[Tuple[int, int, Session]] = []
         self._on_silent = on_silent
+        self._session_of = session_of
+        self._holders = holders
         self.timeout_s = timeout_s
         self.direct = True
         """Whether raw-to-raw copies may go straight from process to process (tests turn it off)."""
@@ -45,34 +64,37 @@ class RawRouter:
         self.direct_copies = 0
         """Transfers done process to process (``status()`` shows it)."""
 
-    def add(self, session: Session, start: int, nbytes: int) -> None:
-        with self._lock:
-            self._ranges.append((start, start + max(nbytes, 1), session))
-
-    def drop(self, session: Session) -> None:
-        with self._lock:
-            self._ranges = [entry for entry in self._ranges if entry[2] is not session]
-
     def _owner(self, address: int, nbytes: int) -> Session:
-        with self._lock:
-            for low, high, session in reversed(self._ranges):
-                if low <= address and address + nbytes <= high:
-                    return session
+        """The owner of a range outside a transfer that names its parties."""
+        holders = self._holders(address, nbytes)
         caller = calling_session()
-        if caller is None:
+        if caller is not None and (not holders or caller in holders):
+            return caller
+        if len(holders) == 1:
+            return holders[0]
+        if holders:
             raise SimError(
                 LLMStatusCode.LLM_PARAM_INVALID,
-                f"address {address:#x} (+{nbytes} B) is neither simulated nor registered memory "
-                "of any process",
+                f"address {address:#x} (+{nbytes} B) is registered memory of processes "
+                f"{sorted(h.pid for h in holders)}, none of them the caller: which one is meant is unknown",
             )
-        return caller
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID,
+            f"address {address:#x} (+{nbytes} B) is neither simulated nor registered memory of any process",
+        )
 
-    def _groups(self, keys: Sequence[Range]) -> List[Tuple[Session, List[int]]]:
-        """Indices of ``keys`` grouped by owning process, in first-seen order."""
+    def _groups(self, keys: Sequence[Range], side: int) -> List[Tuple[Session, List[int]]]:
+        """Indices of ``keys`` (ranges on ``side`` of the copy) grouped by owning process, in first-seen
+        order."""
+        parties = copy_parties()
+        if parties is not None:
+            owner = self._session_of(parties[side])
+            if owner is not None:
+                return [(owner, list(range(len(keys))))]
         groups: Dict[int, Tuple[Session, List[int]]] = {}
         for index, key in enumerate(keys):
-            owner = self._owner(*key)
-            groups.setdefault(id(owner), (owner, []))[1].append(index)
+            found = self._owner(*key)
+            groups.setdefault(id(found), (found, []))[1].append(index)
         return list(groups.values())
 
     def _request(self, owner: Session, kind: str, *payload: Any) -> Any:
@@ -93,7 +115,7 @@ class RawRouter:
         """The bytes of each range, read by its owner: small reads inline, large ones through a
         shared scratch file the owner copies into (no bytes through the socket)."""
         out: List[Bytes] = [np.empty(0, np.uint8)] * len(ranges)
-        for owner, indices in self._groups(ranges):
+        for owner, indices in self._groups(ranges, SRC):
             part = [ranges[i] for i in indices]
             total = sum(n for _, n in part)
             if total <= INLINE_BYTES:
@@ -107,7 +129,7 @@ class RawRouter:
         return out
 
     def check_writable(self, ranges: Sequence[Range]) -> None:
-        for owner, indices in self._groups(ranges):
+        for owner, indices in self._groups(ranges, DST):
             self._request(owner, "mem_check", [ranges[i] for i in indices])
 
     def copy_direct(self, copies: Sequence[Tuple[int, int, int]]) -> bool:
@@ -116,8 +138,8 @@ class RawRouter:
         several owners on a side, one process on both, or a kernel that refuses (remembered)."""
         if not self.direct or not copies:
             return False
-        readers = self._groups([(d, n) for d, _, n in copies])
-        owners = self._groups([(s, n) for _, s, n in copies])
+        readers = self._groups([(d, n) for d, _, n in copies], DST)
+        owners = self._groups([(s, n) for _, s, n in copies], SRC)
         if len(readers) != 1 or len(owners) != 1:
             return False
         reader, owner = readers[0][0], owners[0][0]
@@ -138,7 +160,7 @@ class RawRouter:
     def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take, lent: Sequence[Scratch] = ()) -> None:
         """Have each owner write its chunks (inline when small, else from a shared scratch file: from
         the ``lent`` one that already holds them, if one does)."""
-        for owner, indices in self._groups([(a, data.nbytes) for a, data in chunks]):
+        for owner, indices in self._groups([(a, data.nbytes) for a, data in chunks], DST):
             part = [chunks[i] for i in indices]
             total = sum(data.nbytes for _, data in part)
             if total <= INLINE_BYTES:

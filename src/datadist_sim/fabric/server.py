@@ -20,10 +20,16 @@ import os
 import socket
 import stat
 import threading
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import SimWorld, is_simulated, observe_calls, observe_nodes, reset_default_world
+from datadist_sim._world.door import (
+    SimWorld,
+    holds,
+    observe_calls,
+    observe_nodes,
+    reset_default_world,
+)
 from datadist_sim.fabric import compact
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
@@ -45,7 +51,10 @@ class FabricServer:
         self.address = address
         self.world = world
         self.raw = RawRouter(
-            self.silent_mid_transfer, address.option_float("memory_timeout", MEMORY_TIMEOUT_S)
+            self.silent_mid_transfer,
+            address.option_float("memory_timeout", MEMORY_TIMEOUT_S),
+            self.session_of,
+            self.registered_by,
         )
         self.raw.direct = address.option_float("direct_memory", 1.0) != 0  # 0: always scratch files
         self.space = SharedAddressSpace(self.raw, backed=world.memory.backed)
@@ -173,9 +182,8 @@ class FabricServer:
         def first(kind: str, payload: Tuple[Any, ...]) -> Any:
             return self._first(conn, pid, kind, payload)
 
-        conn = Connection(
-            sock, first, self.pool, dumps=plain_dumps, loads=compact.make_loads(make_loads(_no_reference))
-        )
+        loads = compact.make_loads(make_loads(_no_reference, bounded=True), bounded=True)
+        conn = Connection(sock, first, self.pool, dumps=plain_dumps, loads=loads)
         return conn
 
     def _first(self, conn: Connection, pid: int, kind: str, payload: Tuple[Any, ...]) -> Any:
@@ -200,7 +208,6 @@ class FabricServer:
         with self._lock:
             self.sessions.discard(session)
         session.close_calls()
-        self.raw.drop(session)
         with self.world.lock:
             lost = list(session.clusters)
             session.lost.update(session.clusters)
@@ -280,10 +287,7 @@ class FabricServer:
         if name.startswith("_"):
             raise AttributeError(name)
         if name not in _LIFECYCLE:  # the calls a cluster's life does not hang on: nothing to note first
-            result = getattr(obj, name)(*args, **kwargs)
-            if result is not None:
-                self._note_raw(session, result)
-            return result
+            return getattr(obj, name)(*args, **kwargs)
         from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 
         is_instance = isinstance(obj, LLMDataDist)
@@ -306,15 +310,20 @@ class FabricServer:
         others = [cid for cid in session.clusters if cid != obj.cluster_id]
         raise_if_false(not others, "Cannot init multiple LLMDataDists", status_code=LLMStatusCode.LLM_FAILED)
 
-    def _note_raw(self, session: Session, result: Any) -> None:
-        """Remember which process owns the raw memory a registered cache names."""
-        from datadist_sim.llm_datadist.v2._caches import Cache
+    def session_of(self, cluster_id: int) -> Optional[Session]:
+        """The live process that runs ``cluster_id``."""
+        with self._lock:
+            sessions = list(self.sessions)
+        for session in sessions:
+            if cluster_id in session.clusters:
+                return session
+        return None
 
-        if isinstance(result, Cache):
-            nbytes = _sized(result)
-            for address in result.tensor_addrs:
-                if not is_simulated(address):
-                    self.raw.add(session, address, nbytes)
+    def registered_by(self, address: int, nbytes: int) -> List[Session]:
+        """The live processes with a cluster whose memory (registered caches, pools) holds the range."""
+        with self._lock:
+            sessions = list(self.sessions)
+        return [s for s in sessions if any(holds(self.world, c, address, nbytes) for c in list(s.clusters))]
 
     def _function(self, name: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         if name == "tensor_views":
@@ -335,6 +344,7 @@ class FabricServer:
                 "shared_segments": self.space.segment_count,
                 "scratch_files_made": self.space.scratch_files_made,
                 "direct_copies": self.raw.direct_copies,
+                "threads_refused": self.pool.refused,
                 "backed_bytes": self.space.backed_bytes,
             }
         raise ValueError(f"unknown fabric function {name!r}")
@@ -342,13 +352,6 @@ class FabricServer:
 
 _LIFECYCLE = frozenset({"init", "finalize"})
 """An instance's calls that begin or end a cluster of the calling process."""
-
-
-def _sized(cache: Any) -> int:
-    try:
-        return int(cache.cache_desc.size)
-    except Exception:
-        return 1
 
 
 def _now() -> float:

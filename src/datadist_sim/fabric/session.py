@@ -79,7 +79,9 @@ class Session:
         """The first connection: the fabric's requests to the process go here; its loss is the process's."""
         self._calls: List[Connection] = []
         self._dumps = compact.make_dumps(make_dumps(self._persistent_id))
-        self._loads = compact.make_loads(make_loads(self._persistent_load), self._resolve)
+        self._loads = compact.make_loads(
+            make_loads(self._persistent_load, bounded=True), self._resolve, bounded=True
+        )
         self.attach(channel, main=True)
 
     def attach(self, conn: Connection, *, main: bool = False) -> None:

@@ -11,10 +11,12 @@ Before a single byte is decoded, each end checks the other:
 
 After that, frames are an 8-byte length and a message (an envelope, then a payload: two pickles) decoded
 by ``WireUnpickler``, which resolves only the exact classes the protocol carries (the faces' enums and
-small data classes, numpy arrays) and refuses anything else, so even a peer that passed every check
-cannot name code to run; a payload so refused fails only its own request. Exceptions travel as data
-(class name, args, attributes) and are rebuilt only as built-in or datadist-sim exception classes. The
-commonest messages travel in a compact form instead, checked as strictly (``fabric/compact.py``).
+small data classes, and numpy arrays of plain numeric dtypes, which the decoder builds itself from a
+dtype name, a shape and bytes, ``fabric/arrays.py``) and refuses anything else, so even a peer that
+passed every check cannot name code to run; a payload so refused fails only its own request.
+Exceptions travel as data (class name, args, attributes) and are rebuilt only as built-in or
+datadist-sim exception classes. The commonest messages travel in a compact form instead, checked as
+strictly (``fabric/compact.py``).
 """
 
 from __future__ import annotations
@@ -27,11 +29,15 @@ import select
 import socket
 import stat
 import struct
-import sys
 import time
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import answer_challenge, deliver_challenge
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+
+from datadist_sim.fabric.exceptions import PackedException as PackedException
+from datadist_sim.fabric.exceptions import RemoteError as RemoteError
+from datadist_sim.fabric.exceptions import pack_exception as pack_exception
+from datadist_sim.fabric.exceptions import unpack_exception as unpack_exception
 
 HEADER = struct.Struct("!Q")
 MAX_FRAME = 1 << 40
@@ -40,10 +46,8 @@ HELLO = b"datadist-sim fabric 2"
 and until it arrives a connection costs nothing but its file descriptor (the fabric starts the challenge
 only for a peer that speaks)."""
 HANDSHAKE_TIMEOUT_S = 5.0
-"""Longest wait for each step of the handshake, on either side."""
+"""Longest time the whole handshake may take, on either side."""
 _CRED = struct.Struct("3i")
-
-PackedException = Tuple[str, str, Tuple[Any, ...], Dict[str, Any]]
 
 
 class ChannelClosed(ConnectionError):
@@ -52,10 +56,6 @@ class ChannelClosed(ConnectionError):
 
 class ChannelTimeout(TimeoutError):
     """No reply came within the wait's timeout."""
-
-
-class RemoteError(RuntimeError):
-    """An exception from the other end that cannot be rebuilt here as its own type."""
 
 
 class FabricRefused(RuntimeError):
@@ -170,28 +170,51 @@ def private_directory(folder: str) -> str:
 
 
 class _Frames:
-    """``multiprocessing.connection``'s handshake talks through ``send_bytes``/``recv_bytes``: our frames."""
+    """``multiprocessing.connection``'s handshake talks through ``send_bytes``/``recv_bytes``: our frames,
+    every read and write within one ``deadline`` for the whole handshake (a peer that sends a byte at a
+    time holds it no longer than a silent one)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
         self._sock = sock
+        self._deadline = deadline
+
+    def _left(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("the handshake took too long")
+        self._sock.settimeout(left)
+        return left
+
+    def _recv(self, nbytes: int) -> bytes:
+        chunks: List[bytes] = []
+        remaining = nbytes
+        while remaining:
+            self._left()
+            chunk = self._sock.recv(min(remaining, 1 << 16))
+            if not chunk:
+                raise ChannelClosed("connection closed")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
 
     def send_bytes(self, data: bytes) -> None:
+        self._left()
         send_frame(self._sock, bytes(data))
 
     def recv_bytes(self, maxlength: Optional[int] = None) -> bytes:
-        (length,) = HEADER.unpack(recv_exact(self._sock, HEADER.size))
+        (length,) = HEADER.unpack(self._recv(HEADER.size))
         if maxlength is not None and length > maxlength:
             raise AuthenticationError(f"handshake message of {length} B")
-        return recv_exact(self._sock, length)
+        return self._recv(length)
 
 
 def client_handshake(sock: socket.socket, token: str, timeout: Optional[float] = None) -> None:
     """Prove to the fabric that we know the token, then have it prove the same: ``FabricRefused`` if
-    it cannot, ``ChannelTimeout`` if it does not answer within ``timeout`` (``HANDSHAKE_TIMEOUT_S``)
-    per step, ``ChannelClosed`` if it goes away."""
+    it cannot, ``ChannelTimeout`` if it does not finish within ``timeout`` (``HANDSHAKE_TIMEOUT_S``) in
+    all, ``ChannelClosed`` if it goes away."""
     wait = HANDSHAKE_TIMEOUT_S if timeout is None else timeout
     sock.settimeout(wait)
-    frames: Any = _Frames(sock)  # duck-typed: the handshake only sends and receives bytes
+    frames: Any = _Frames(sock, time.monotonic() + wait)  # duck-typed: the handshake sends and receives
     try:
         send_frame(sock, HELLO)
         answer_challenge(frames, token.encode())  # the order of multiprocessing's Client
@@ -206,13 +229,13 @@ def client_handshake(sock: socket.socket, token: str, timeout: Optional[float] =
 
 
 def server_handshake(sock: socket.socket, token: str) -> bool:
-    """The fabric's side, after the client's ``HELLO``: challenge it, then answer its challenge."""
-    sock.settimeout(HANDSHAKE_TIMEOUT_S)
-    frames: Any = _Frames(sock)  # duck-typed: the handshake only sends and receives bytes
+    """The fabric's side, after the client's ``HELLO``: challenge it, then answer its challenge, all
+    within ``HANDSHAKE_TIMEOUT_S``."""
+    frames: Any = _Frames(sock, time.monotonic() + HANDSHAKE_TIMEOUT_S)  # duck-typed, as above
     try:
         deliver_challenge(frames, token.encode())  # the order of multiprocessing's Listener
         answer_challenge(frames, token.encode())
-    except Exception:  # a failed or broken handshake: the connection is dropped
+    except Exception:  # a failed, broken or too slow handshake: the connection is dropped
         return False
     return True
 
@@ -243,14 +266,13 @@ _allowed: Optional[Dict[Tuple[str, str], Any]] = None
 
 def allowed_globals() -> Dict[Tuple[str, str], Any]:
     """Every ``(module, name)`` a frame may name, with the object it names: the faces' enums and data
-    classes, and what numpy arrays, dtypes and scalars pickle to (found by pickling samples, so it follows
-    the numpy version). Resolved once, so decoding a frame never imports anything (and a lookup costs less
-    than the import machinery ``Unpickler.find_class`` runs for each global, issue 15)."""
+    classes, and the builders of plain numpy values (``fabric/arrays.py``: no numpy global itself, whose
+    rebuilding trusts state the sender wrote). Resolved once, so decoding a frame never imports anything
+    (and a lookup costs less than the import machinery ``Unpickler.find_class`` runs for each global)."""
     global _allowed
     if _allowed is None:
-        import numpy as np
-
         from datadist_sim import llm_datadist, llm_datadist_v1
+        from datadist_sim.fabric.arrays import BUILDERS
 
         # plain values a client may pass that pickle by name: ``range(n)`` as a layer or block list
         found: Dict[Tuple[str, str], Any] = {
@@ -263,26 +285,25 @@ def allowed_globals() -> Dict[Tuple[str, str], Any]:
                 value = getattr(face, name, None)
                 if isinstance(value, type) and (issubclass(value, enum.Enum) or name in _DATA_CLASSES):
                     found[(value.__module__, value.__qualname__)] = value
-        samples: List[Any] = [np.zeros((2, 3), np.float16), np.arange(6)[::2], np.dtype("f2"), np.int64(1)]
-        samples += [np.float32(1), np.bool_(True), np.zeros(2, dtype=[("a", "i4")])]
-        for sample in samples:
-            found.update(_globals_in(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)))
+        for builder in BUILDERS:
+            found[(builder.__module__, builder.__qualname__)] = builder
         _allowed = found
     return _allowed
 
 
-def _globals_in(data: bytes) -> Dict[Tuple[str, str], Any]:
-    """The globals a pickle names, and what each names, found by loading it with a recording
-    ``find_class``."""
-    names: Dict[Tuple[str, str], Any] = {}
+_table: Optional[Dict[type, Callable[[Any], Any]]] = None
 
-    class Recorder(pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            names[(module, name)] = found = super().find_class(module, name)
-            return found
 
-    Recorder(io.BytesIO(data)).load()
-    return names
+def _new_pickler(buffer: io.BytesIO) -> pickle.Pickler:
+    """A pickler that sends numpy values as ``fabric/arrays.py`` builds them."""
+    global _table
+    if _table is None:
+        from datadist_sim.fabric.arrays import dispatch_table
+
+        _table = dispatch_table()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _table
+    return pickler
 
 
 class TypeRefused(pickle.UnpicklingError):
@@ -372,7 +393,7 @@ def make_dumps(persistent_id: Callable[[Any], Any]) -> Callable[[Tuple[Any, ...]
             buffer, pickler = free.pop()
         except IndexError:
             buffer = io.BytesIO()
-            pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler = _new_pickler(buffer)
             pickler.persistent_id = persistent_id  # type: ignore[method-assign]
         try:
             dump_message(pickler, message)
@@ -389,14 +410,19 @@ def make_dumps(persistent_id: Callable[[Any], Any]) -> Callable[[Tuple[Any, ...]
 def plain_dumps(message: Tuple[Any, ...]) -> bytes:
     """A message of an end that sends no object handles."""
     buffer = io.BytesIO()
-    dump_message(pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL), message)
+    dump_message(_new_pickler(buffer), message)
     return buffer.getvalue()
 
 
-def make_loads(persistent_load: Callable[[Any], Any]) -> Callable[[bytes], Any]:
-    """A message decoder with this end's handle translation: the message, or ``PayloadRefused``."""
+def make_loads(persistent_load: Callable[[Any], Any], *, bounded: bool = False) -> Callable[[bytes], Any]:
+    """A message decoder with this end's handle translation: the message, or ``PayloadRefused``.
+    ``bounded`` (the fabric's ends): the frame's opcodes are checked first (``bounds.check_pickled``)."""
 
     def loads(data: bytes) -> Any:
+        if bounded:
+            from datadist_sim.fabric.bounds import check_pickled
+
+            check_pickled(data)
         unpickler = WireUnpickler(io.BytesIO(data))
         unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
         head = unpickler.load()
@@ -413,32 +439,3 @@ def make_loads(persistent_load: Callable[[Any], Any]) -> Callable[[bytes], Any]:
 
 def _is_envelope(head: Any) -> bool:
     return type(head) is tuple and len(head) == 3 and head[0] in ("req", "rep") and type(head[1]) is int
-
-
-def pack_exception(exc: BaseException) -> PackedException:
-    """An exception as data: its class (by import path), args and attributes."""
-    cls = type(exc)
-    state = {k: v for k, v in vars(exc).items() if not k.startswith("__")} if hasattr(exc, "__dict__") else {}
-    return cls.__module__, cls.__qualname__, tuple(exc.args), state
-
-
-def unpack_exception(packed: PackedException) -> BaseException:
-    """Rebuild the very exception type (``LLMException`` with its status code, ``TypeError``...) when it
-    is a built-in one or one of datadist-sim's modules already loaded here (nothing is imported); any
-    other keeps only its text, as ``RemoteError``."""
-    module, qualname, args, state = packed
-    text = f"{module}.{qualname}: {', '.join(map(str, args))}"
-    loaded = sys.modules.get(module) if module == "builtins" or module.startswith("datadist_sim.") else None
-    cls: Any = loaded
-    for part in qualname.split(".") if loaded is not None else ():
-        cls = getattr(cls, part, None)
-    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-        return RemoteError(text)
-    try:
-        exc: BaseException = cls.__new__(cls)
-        exc.args = tuple(args)
-        if state:
-            vars(exc).update(state)
-        return exc
-    except Exception:  # a class that cannot be rebuilt this way: keep the text
-        return RemoteError(text)
