@@ -18,8 +18,9 @@ too large, or that holds a byte of a code the compact encoder never writes, is w
 to decide (it may be a string's bytes). The walk refuses any token the encoder does not write
 (``marshal`` version 2 of ``None``, booleans, ints, floats, str, bytes, tuples, lists and dicts) and any
 string or long integer that declares more bytes than are left. (The quick look leaves strings to
-marshal, which refuses one longer than the data left before allocating it, ``r_string``; and a long
-integer's declared digits are reserved but never written, so they cost address space, not memory.) A
+marshal: it refuses a text string longer than the data left before allocating it, ``r_string``; a bytes
+string's declared length and a long integer's declared digits are reserved but never written, so they
+cost address space, not memory, and are given back when the frame fails to decode.) A
 pickled frame (two pickles) may not
 name a memo slot (the ends' picklers number them with ``MEMOIZE``, one after another, which needs no
 index). Then what decoding allocates is a small multiple of the frame's own length.
