@@ -8,6 +8,7 @@ an address that is not vouched for means).
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import sys
 import threading
@@ -82,26 +83,45 @@ class ProcessMemory:
         return False
 
     def _probe(self, address: int, nbytes: int) -> Optional[bool]:
-        """Whether the range's first and last bytes are mapped; ``None`` if ``/proc/self/mem`` is denied."""
-        fd = self._memory_fd()
+        """Whether the range's first and last pages are mapped; ``None`` if ``/proc/self/mem`` is denied.
+
+        Pages are mapped and unmapped whole, so one byte vouches for its page: a range inside one page
+        costs one ``pread`` (each is a system call, the dearest step of a small transfer)."""
+        fd = self._mem_fd if self._pid == _PID[0] else self._memory_fd()
         if fd is None:
             return None
+        last = address + nbytes - 1
         try:
-            return all(len(os.pread(fd, 1, where)) == 1 for where in {address, address + nbytes - 1})
+            if len(os.pread(fd, 1, address)) != 1:
+                return False
+            return (last ^ address) < _PAGE or len(os.pread(fd, 1, last)) == 1
         except (OSError, OverflowError):
             return False
 
     def _memory_fd(self) -> Optional[int]:
         with self._lock:
-            if self._pid != os.getpid():
+            if self._pid != _PID[0]:
                 if self._mem_fd is not None:
                     os.close(self._mem_fd)  # inherited across fork: it would read the parent
-                self._pid = os.getpid()
+                self._pid = _PID[0]
                 try:
                     self._mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
                 except OSError:  # some sandboxes deny it: then every check re-reads the maps
                     self._mem_fd = None
             return self._mem_fd
+
+
+_PAGE = mmap.PAGESIZE
+_PID = [os.getpid()]
+"""This process's id, kept current across ``fork`` without asking the kernel on every check."""
+
+
+def _forked() -> None:
+    _PID[0] = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forked)
 
 
 PROCESS_MEMORY = ProcessMemory()
