@@ -293,18 +293,16 @@ class AddressSpace:
                 # raw to raw, both vouched for: one memmove, without building a view of either side
                 ctypes.memmove(target, source, nbytes)
                 continue
-            if type(target) is int:
-                target = raw_view(target, nbytes, writable=True)
-            if type(source) is int:
-                source = raw_view(source, nbytes, writable=False)
-            if type(target) is not list and type(source) is not list:
+            dst_bytes = raw_view(target, nbytes, writable=True) if isinstance(target, int) else target
+            src_bytes = raw_view(source, nbytes, writable=False) if isinstance(source, int) else source
+            if not isinstance(dst_bytes, list) and not isinstance(src_bytes, list):
                 # memoryview assignment: one memcpy/memmove, like ``np.copyto`` on flat bytes, without
                 # numpy's per-call dispatch (a few µs on a small pull)
-                target.data[:] = source.data  # type: ignore[union-attr]
+                dst_bytes.data[:] = src_bytes.data
             else:  # across the end of the bytes asked for: gather first (the two may overlap)
-                data = np.concatenate(source) if isinstance(source, list) else source.copy()  # type: ignore[union-attr]
+                data = np.concatenate(src_bytes) if isinstance(src_bytes, list) else src_bytes.copy()
                 offset = 0
-                for piece in target if isinstance(target, list) else [target]:  # type: ignore[union-attr]
+                for piece in dst_bytes if isinstance(dst_bytes, list) else [dst_bytes]:
                     piece[:] = data[offset : offset + piece.nbytes]
                     offset += piece.nbytes
 

@@ -24,12 +24,13 @@ Bytes = npt.NDArray[np.uint8]
 class ProcessMemory:
     """Vouches for raw pointers of this process by reading ``/proc/self/maps``.
 
-    The parse is cached and re-read on a miss (mappings change). A hit is re-checked cheaply by reading
-    the range's first and last byte through ``/proc/self/mem``, which fails with ``EIO`` instead of
-    faulting, so memory unmapped since the parse is caught (where ``/proc/self/mem`` is denied, every
-    check re-reads the maps instead). What is *not* caught: a mapping whose
-    permissions changed since the parse, a hole punched in the middle of a range, or a file mapping past
-    its file's end; clients register their own live arrays, where none of these happen.
+    The parse is cached and re-read on a miss (mappings change). A hit is re-checked cheaply through
+    ``/proc/self/mem``, which fails with ``EIO`` instead of faulting, so memory unmapped since the parse
+    is caught: a small range is read whole in one system call, a large one at its first and last pages
+    (where ``/proc/self/mem`` is denied, every check re-reads the maps instead). What is *not* caught: a
+    mapping whose permissions changed since the parse, a hole punched in the middle of a large range, or
+    a file mapping past its file's end; clients register their own live arrays, where none of these
+    happen.
     """
 
     _SKIP_NAMES = ("[vvar", "[vsyscall]")
@@ -83,15 +84,18 @@ class ProcessMemory:
         return False
 
     def _probe(self, address: int, nbytes: int) -> Optional[bool]:
-        """Whether the range's first and last pages are mapped; ``None`` if ``/proc/self/mem`` is denied.
+        """Whether the range (a small one whole, else its first and last pages) is mapped; ``None`` if
+        ``/proc/self/mem`` is denied.
 
-        Pages are mapped and unmapped whole, so one byte vouches for its page: a range inside one page
-        costs one ``pread`` (each is a system call, the dearest step of a small transfer)."""
+        Each ``pread`` is a system call, the dearest step of a small transfer, so a probe makes one
+        where it can: pages are mapped and unmapped whole, so one byte vouches for its page."""
         fd = self._mem_fd if self._pid == _PID[0] else self._memory_fd()
         if fd is None:
             return None
         last = address + nbytes - 1
         try:
+            if nbytes <= _WHOLE:  # one read of every byte vouches for every page, holes included
+                return len(os.pread(fd, nbytes, address)) == nbytes
             if len(os.pread(fd, 1, address)) != 1:
                 return False
             return (last ^ address) < _PAGE or len(os.pread(fd, 1, last)) == 1
@@ -112,6 +116,10 @@ class ProcessMemory:
 
 
 _PAGE = mmap.PAGESIZE
+_WHOLE = 4 * _PAGE
+"""Up to this size a probe reads the whole range in one system call (the kernel stops at the first
+unmapped page, so a short read is a refusal); past it, the kernel's copy would cost more than a second
+call, and only the first and last pages are read."""
 _PID = [os.getpid()]
 """This process's id, kept current across ``fork`` without asking the kernel on every check."""
 

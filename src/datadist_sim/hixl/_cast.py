@@ -168,7 +168,10 @@ def _match(
     bound without ``py::arg`` names (parameters ``arg0``...) takes no keyword at all."""
     if not kwargs and len(args) == len(params):  # the common call: every argument by position
         direct = [param.load(value) for param, value in zip(params, args)]
-        return None if None in direct else direct
+        for converted in direct:  # by identity: ``None in direct`` would call each enum's ``__eq__``
+            if converted is None:
+                return None
+        return direct
     if len(args) > len(params) or (kwargs and params and params[0].name == "arg0"):
         return None
     values: List[Any] = list(args)
