@@ -13,12 +13,14 @@ import os
 import sys
 import threading
 from bisect import bisect_right
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
 Bytes = npt.NDArray[np.uint8]
+Mapping = Tuple[int, int, bool, bool]
+"""One line of ``/proc/self/maps``: start, end, readable, writable."""
 
 
 class ProcessMemory:
@@ -37,15 +39,16 @@ class ProcessMemory:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._maps: list[tuple[int, int, bool, bool]] = []  # (start, end, readable, writable)
-        self._starts: list[int] = []
+        self._table: Tuple[List[Mapping], List[int]] = ([], [])
+        """The last parse and its start addresses, replaced whole (one assignment), so a check reads a
+        consistent pair without taking the lock."""
         self._mem_fd: Optional[int] = None
         self._pid = 0  # the process _mem_fd belongs to: after a fork it reads the parent's memory
         self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
 
     def refresh(self) -> None:
         """Re-read ``/proc/self/maps``."""
-        maps: list[tuple[int, int, bool, bool]] = []
+        maps: List[Mapping] = []
         with open("/proc/self/maps", encoding="ascii", errors="replace") as handle:
             for line in handle:
                 fields = line.split(None, 5)
@@ -56,9 +59,7 @@ class ProcessMemory:
                     continue
                 low, high = fields[0].split("-")
                 maps.append((int(low, 16), int(high, 16), fields[1][0] == "r", fields[1][1] == "w"))
-        with self._lock:
-            self._maps = maps
-            self._starts = [entry[0] for entry in maps]
+        self._table = (maps, [entry[0] for entry in maps])
 
     def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
         """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
@@ -71,8 +72,8 @@ class ProcessMemory:
         return probe is not False and self._covered(address, nbytes, writable)
 
     def _covered(self, address: int, nbytes: int, writable: bool) -> bool:
-        with self._lock:
-            maps, index = self._maps, bisect_right(self._starts, address) - 1
+        maps, starts = self._table
+        index = bisect_right(starts, address) - 1
         cursor, end = address, address + nbytes
         while 0 <= index < len(maps):
             start, stop, readable, can_write = maps[index]
