@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import threading
 
@@ -247,3 +248,32 @@ def test_without_proc_self_mem_every_check_rereads_the_maps(monkeypatch: pytest.
     del view
     region.close()
     assert not memory.covers(address, 1 << 16, writable=True)
+
+
+@linux_only
+def test_a_page_unmapped_inside_a_small_range_since_the_cached_parse_is_caught() -> None:
+    # A small range is probed by one read of all of it, so a hole between its first and last pages
+    # refuses it even while the cached maps still show it whole.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = mmap.PAGESIZE
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    base = libc.mmap(None, 3 * page, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
+    assert base not in (None, ctypes.c_void_p(-1).value)
+    try:
+        memory = ProcessMemory()
+        assert memory.covers(base, 3 * page, writable=True)
+        assert libc.munmap(base + page, page) == 0
+        assert not memory.covers(base, 3 * page, writable=True)
+        assert memory.covers(base, page, writable=True)
+    finally:
+        libc.munmap(base, 3 * page)

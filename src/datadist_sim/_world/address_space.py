@@ -32,6 +32,7 @@ then move nothing, and ``view`` raises ``SimError(LLM_FEATURE_NOT_ENABLED)``.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from bisect import bisect_left, bisect_right
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
@@ -175,6 +176,11 @@ class AddressSpace:
             return None
         if nbytes == 0:
             return np.empty(0, dtype=np.uint8)
+        self._vouch(address, nbytes, writable)
+        return raw_view(address, nbytes, writable=writable)
+
+    def _vouch(self, address: int, nbytes: int, writable: bool) -> None:
+        """Refuse a raw range this process does not map (readable, and writable if asked) right now."""
         if not self.process_memory.covers(address, nbytes, writable=writable):
             access = "writable" if writable else "readable"
             raise SimError(
@@ -182,7 +188,6 @@ class AddressSpace:
                 f"address {address:#x} (+{nbytes} B) is neither simulated memory nor {access} memory of "
                 "this process; the simulator cannot move its bytes (metadata-only address)",
             )
-        return raw_view(address, nbytes, writable=writable)
 
     def view(self, address: int, nbytes: int) -> Bytes:
         """A writable uint8 view of ``nbytes`` at ``address`` (any offset inside a live allocation)."""
@@ -278,29 +283,40 @@ class AddressSpace:
         earlier destination sees the new bytes, as successive device copies would.
         """
         plan = [
-            (self._pieces(dst, nbytes, True), self._pieces(src, nbytes, False)) for dst, src, nbytes in ranges
+            (self._pieces(dst, nbytes, True), self._pieces(src, nbytes, False), nbytes)
+            for dst, src, nbytes in ranges
         ]
-        for target, source in plan:
+        for target, source, nbytes in plan:
             if target is None or source is None:
                 continue
-            if type(target) is not list and type(source) is not list:
+            if type(target) is int and type(source) is int:
+                # raw to raw, both vouched for: one memmove, without building a view of either side
+                ctypes.memmove(target, source, nbytes)
+                continue
+            dst_bytes = raw_view(target, nbytes, writable=True) if isinstance(target, int) else target
+            src_bytes = raw_view(source, nbytes, writable=False) if isinstance(source, int) else source
+            if not isinstance(dst_bytes, list) and not isinstance(src_bytes, list):
                 # memoryview assignment: one memcpy/memmove, like ``np.copyto`` on flat bytes, without
                 # numpy's per-call dispatch (a few µs on a small pull)
-                target.data[:] = source.data  # type: ignore[union-attr]
+                dst_bytes.data[:] = src_bytes.data
             else:  # across the end of the bytes asked for: gather first (the two may overlap)
-                data = np.concatenate(source) if isinstance(source, list) else source.copy()
+                data = np.concatenate(src_bytes) if isinstance(src_bytes, list) else src_bytes.copy()
                 offset = 0
-                for piece in target if isinstance(target, list) else [target]:
+                for piece in dst_bytes if isinstance(dst_bytes, list) else [dst_bytes]:
                     piece[:] = data[offset : offset + piece.nbytes]
                     offset += piece.nbytes
 
-    def _pieces(self, address: int, nbytes: int, writable: bool) -> Union[Bytes, List[Bytes], None]:
+    def _pieces(self, address: int, nbytes: int, writable: bool) -> Union[Bytes, List[Bytes], int, None]:
         """As ``resolve``, but a simulated range across the end of the bytes asked for comes in two
-        pieces instead of joining the allocation's buffers (which would detach views of it)."""
-        if nbytes < 0 or not is_simulated(address):
+        pieces instead of joining the allocation's buffers (which would detach views of it), and a
+        vouched-for raw range is its address (a copy between two of them needs no view)."""
+        if nbytes <= 0 or not self.backed:
             return self.resolve(address, nbytes, writable=writable)
         if self._poison:
             self._check_poison(address, nbytes)
+        if not is_simulated(address):
+            self._vouch(address, nbytes, writable)
+            return address
         return self._resolve_simulated(address, nbytes, join=False)
 
     # -- poison (UCE fault injection) -------------------------------------------------------------------

@@ -8,42 +8,47 @@ an address that is not vouched for means).
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import sys
 import threading
 from bisect import bisect_right
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
 Bytes = npt.NDArray[np.uint8]
+Mapping = Tuple[int, int, bool, bool]
+"""One line of ``/proc/self/maps``: start, end, readable, writable."""
 
 
 class ProcessMemory:
     """Vouches for raw pointers of this process by reading ``/proc/self/maps``.
 
-    The parse is cached and re-read on a miss (mappings change). A hit is re-checked cheaply by reading
-    the range's first and last byte through ``/proc/self/mem``, which fails with ``EIO`` instead of
-    faulting, so memory unmapped since the parse is caught (where ``/proc/self/mem`` is denied, every
-    check re-reads the maps instead). What is *not* caught: a mapping whose
-    permissions changed since the parse, a hole punched in the middle of a range, or a file mapping past
-    its file's end; clients register their own live arrays, where none of these happen.
+    The parse is cached and re-read on a miss (mappings change). A hit is re-checked cheaply through
+    ``/proc/self/mem``, which fails with ``EIO`` instead of faulting, so memory unmapped since the parse
+    is caught: a small range is read whole in one system call, a large one at its first and last pages
+    (where ``/proc/self/mem`` is denied, every check re-reads the maps instead). What is *not* caught: a
+    mapping whose permissions changed since the parse, a hole punched in the middle of a large range, or
+    a file mapping past its file's end; clients register their own live arrays, where none of these
+    happen.
     """
 
     _SKIP_NAMES = ("[vvar", "[vsyscall]")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._maps: list[tuple[int, int, bool, bool]] = []  # (start, end, readable, writable)
-        self._starts: list[int] = []
+        self._table: Tuple[List[Mapping], List[int]] = ([], [])
+        """The last parse and its start addresses, replaced whole (one assignment), so a check reads a
+        consistent pair without taking the lock."""
         self._mem_fd: Optional[int] = None
         self._pid = 0  # the process _mem_fd belongs to: after a fork it reads the parent's memory
         self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
 
     def refresh(self) -> None:
         """Re-read ``/proc/self/maps``."""
-        maps: list[tuple[int, int, bool, bool]] = []
+        maps: List[Mapping] = []
         with open("/proc/self/maps", encoding="ascii", errors="replace") as handle:
             for line in handle:
                 fields = line.split(None, 5)
@@ -54,9 +59,7 @@ class ProcessMemory:
                     continue
                 low, high = fields[0].split("-")
                 maps.append((int(low, 16), int(high, 16), fields[1][0] == "r", fields[1][1] == "w"))
-        with self._lock:
-            self._maps = maps
-            self._starts = [entry[0] for entry in maps]
+        self._table = (maps, [entry[0] for entry in maps])
 
     def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
         """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
@@ -69,8 +72,8 @@ class ProcessMemory:
         return probe is not False and self._covered(address, nbytes, writable)
 
     def _covered(self, address: int, nbytes: int, writable: bool) -> bool:
-        with self._lock:
-            maps, index = self._maps, bisect_right(self._starts, address) - 1
+        maps, starts = self._table
+        index = bisect_right(starts, address) - 1
         cursor, end = address, address + nbytes
         while 0 <= index < len(maps):
             start, stop, readable, can_write = maps[index]
@@ -82,26 +85,52 @@ class ProcessMemory:
         return False
 
     def _probe(self, address: int, nbytes: int) -> Optional[bool]:
-        """Whether the range's first and last bytes are mapped; ``None`` if ``/proc/self/mem`` is denied."""
-        fd = self._memory_fd()
+        """Whether the range (a small one whole, else its first and last pages) is mapped; ``None`` if
+        ``/proc/self/mem`` is denied.
+
+        Each ``pread`` is a system call, the dearest step of a small transfer, so a probe makes one
+        where it can: pages are mapped and unmapped whole, so one byte vouches for its page."""
+        fd = self._mem_fd if self._pid == _PID[0] else self._memory_fd()
         if fd is None:
             return None
+        last = address + nbytes - 1
         try:
-            return all(len(os.pread(fd, 1, where)) == 1 for where in {address, address + nbytes - 1})
+            if nbytes <= _WHOLE:  # one read of every byte vouches for every page, holes included
+                return len(os.pread(fd, nbytes, address)) == nbytes
+            if len(os.pread(fd, 1, address)) != 1:
+                return False
+            return (last ^ address) < _PAGE or len(os.pread(fd, 1, last)) == 1
         except (OSError, OverflowError):
             return False
 
     def _memory_fd(self) -> Optional[int]:
         with self._lock:
-            if self._pid != os.getpid():
+            if self._pid != _PID[0]:
                 if self._mem_fd is not None:
                     os.close(self._mem_fd)  # inherited across fork: it would read the parent
-                self._pid = os.getpid()
+                self._pid = _PID[0]
                 try:
                     self._mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
                 except OSError:  # some sandboxes deny it: then every check re-reads the maps
                     self._mem_fd = None
             return self._mem_fd
+
+
+_PAGE = mmap.PAGESIZE
+_WHOLE = 4 * _PAGE
+"""Up to this size a probe reads the whole range in one system call (the kernel stops at the first
+unmapped page, so a short read is a refusal); past it, the kernel's copy would cost more than a second
+call, and only the first and last pages are read."""
+_PID = [os.getpid()]
+"""This process's id, kept current across ``fork`` without asking the kernel on every check."""
+
+
+def _forked() -> None:
+    _PID[0] = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forked)
 
 
 PROCESS_MEMORY = ProcessMemory()

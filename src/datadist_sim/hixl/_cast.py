@@ -166,9 +166,17 @@ def _match(
     """The converted arguments as pybind matches them: positionally, then by keyword; None when a
     surplus, unknown, repeated or missing argument, or one a caster refuses, fails the call. A function
     bound without ``py::arg`` names (parameters ``arg0``...) takes no keyword at all."""
-    if not kwargs and len(args) == len(params):  # the common call: every argument by position
-        direct = [param.load(value) for param, value in zip(params, args)]
-        return None if None in direct else direct
+    if not kwargs:  # the common call: arguments by position, the rest their defaults
+        if len(args) > len(params):
+            return None
+        direct: List[Any] = []
+        for index, param in enumerate(params):
+            value = args[index] if index < len(args) else param.default
+            converted = None if value is _MISSING else param.load(value)
+            if converted is None:  # by identity: ``None in direct`` would call each enum's ``__eq__``
+                return None
+            direct.append(converted)
+        return direct
     if len(args) > len(params) or (kwargs and params and params[0].name == "arg0"):
         return None
     values: List[Any] = list(args)
