@@ -71,7 +71,9 @@ def start(backend: str, *, remote: bool = True, link: bool = True) -> Tuple[LLMD
         extra["llm.TransferBackend"] = "hixl"
     p = make(LLMRole.PROMPT, P_ID, v2_options(f"{PROMPT_IP}:{PORT}", **extra))
     # the hixl backend wants every instance listening
-    d = make(LLMRole.DECODER, D_ID, v2_options(f"{DECODE_IP}:{PORT + 1}" if backend == "hixl" else "", **extra))
+    d = make(
+        LLMRole.DECODER, D_ID, v2_options(f"{DECODE_IP}:{PORT + 1}" if backend == "hixl" else "", **extra)
+    )
     if link:
         relink(d, unlink=False)
     return p, d
