@@ -38,6 +38,7 @@ from datadist_sim.llm_datadist import (
     LLMRole,
     LLMStatusCode,
     Placement,
+    TransferConfig,
     TransferWithCacheKeyConfig,
 )
 
@@ -209,6 +210,33 @@ def test_push_into_remote_cache_not_remote_accessible_is_param_invalid(world: Si
     assert task.synchronize() is S.LLM_PARAM_INVALID
     assert all(np.array_equal(a, b) for a, b in zip(theirs, before))
     p.cache_manager.unregister_cache(dst.cache_id)
+
+
+def test_transfer_config_into_memory_not_registered_with_the_transport_is_param_invalid(
+    world: SimWorld,
+) -> None:
+    """``comm_mem_manager.cc:75-78``: a cache registered with ``remote_accessible=False`` is not
+    registered with the transport, so the one-sided put a ``TransferConfig`` makes into it
+    (``layer_wise_transfer_job.cc:36-41``) cannot land (inferred code: ``LLM_PARAM_INVALID``, the
+    simulator's for any destination the peer's transport does not hold); nothing is written."""
+    p, d = start("hccl", remote=False, link=False)
+    src = p.cache_manager.allocate_cache(desc(batch=1))
+    filled(src, 17)
+    closed, opened = arrays(desc(batch=1), 18), arrays(desc(batch=1), 19)
+    before = [a.copy() for a in closed]
+    shut = d.cache_manager.register_cache(
+        desc(batch=1), [a.ctypes.data for a in closed], remote_accessible=False
+    )
+    open_ = d.cache_manager.register_cache(desc(batch=1), [a.ctypes.data for a in opened])
+    relink(d, unlink=False)
+    task = p.cache_manager.transfer_cache_async(src, Sync(), [TransferConfig(D_ID, shut.tensor_addrs)])
+    assert task.synchronize() is S.LLM_PARAM_INVALID
+    assert all(np.array_equal(a, b) for a, b in zip(closed, before))
+    task = p.cache_manager.transfer_cache_async(src, Sync(), [TransferConfig(D_ID, open_.tensor_addrs)])
+    assert task.synchronize() is S.LLM_SUCCESS
+    assert np.array_equal(opened[0], datadist_sim.tensor_views(src)[0])
+    d.cache_manager.unregister_cache(shut.cache_id)
+    d.cache_manager.unregister_cache(open_.cache_id)
 
 
 def test_without_remote_cache_access_registrations_are_pulled_as_before(world: SimWorld) -> None:
