@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from tests.data.conftest import D_ID, P_ID, make, v2_options
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
+from tests.fabric.test_comm_link import RANK_TABLE
 
 import datadist_sim
 from datadist_sim import SimWorld
@@ -38,6 +39,7 @@ from datadist_sim.llm_datadist import (
     LLMRole,
     LLMStatusCode,
     Placement,
+    RegisterMemStatus,
     TransferConfig,
     TransferWithCacheKeyConfig,
 )
@@ -274,6 +276,32 @@ def test_cache_made_after_the_first_pull_is_not_found_until_the_link_is_made_aga
     relink(d)
     d.cache_manager.pull_cache(by_id(late, 1), dst, 1)
     assert np.array_equal(datadist_sim.tensor_views(dst)[0][1], want[0][1])
+
+
+def test_rank_table_link_reads_the_table_once_per_link_too(world: SimWorld) -> None:
+    """A rank-table link is a comm entity like any other (``comm_entity.cc:275``): the same copy, read at
+    the first pull (``cache_access_table.cc:290-294``), until the comm is made again."""
+    p, d = start("hccl", link=False)
+    ranks = {P_ID: 0, D_ID: 1}
+
+    def comm() -> Tuple[int, int]:
+        ids = p.link("pd", ranks, RANK_TABLE), d.link("pd", ranks, RANK_TABLE)
+        for _ in range(100):
+            if d.query_register_mem_status(ids[1]) is not RegisterMemStatus.PREPARING:
+                break
+        assert d.query_register_mem_status(ids[1]) is RegisterMemStatus.OK
+        return ids
+
+    p_comm, d_comm = comm()
+    first = p.cache_manager.allocate_cache(desc())
+    dst = d.cache_manager.allocate_cache(desc())
+    d.cache_manager.pull_cache(by_id(first), dst)
+    late = p.cache_manager.allocate_cache(desc())
+    assert code_of(lambda: d.cache_manager.pull_cache(by_id(late), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+    d.unlink(d_comm)
+    p.unlink(p_comm)
+    comm()
+    d.cache_manager.pull_cache(by_id(late), dst)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
