@@ -114,6 +114,18 @@ def by_id(cache: object, batch: int = 0) -> CacheKeyByIdAndIndex:
     return CacheKeyByIdAndIndex(P_ID, cache.cache_id, batch)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("value", ["2", "true", ""])
+def test_option_other_than_0_or_1_fails_init_with_param_invalid(world: SimWorld, value: str) -> None:
+    """``llm_datadist_v2.cc:65-67`` with ``llm_utils.cc:65-80``: the engine takes ``"0"`` or ``"1"``; any
+    other value fails ``init`` (``LLM_ASSERT_TRUE``, ``llm_checker.h:17-23``: ``LLM_PARAM_INVALID``)."""
+    dd = LLMDataDist(LLMRole.PROMPT, P_ID)
+    with pytest.raises(LLMException) as exc:
+        dd.init(v2_options(**{"llm.EnableRemoteCacheAccessible": value}))
+    assert exc.value.status_code is S.LLM_PARAM_INVALID
+    assert not world.nodes
+    make(LLMRole.PROMPT, P_ID, v2_options(**{"llm.EnableRemoteCacheAccessible": "0"}))
+
+
 # -- remote_accessible ----------------------------------------------------------------------------------
 
 
