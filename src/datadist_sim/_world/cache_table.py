@@ -47,7 +47,10 @@ class CacheTable:
 
     def __init__(self, store: NodeCaches) -> None:
         self.caches: Dict[int, CacheEntry] = dict(store.caches)
-        self.key_table: Dict[EngineKey, Tuple[int, int]] = dict(store.key_table)
+        # only request and blocks keys are published, not prefix keys (``cache_manager.cc:578``)
+        self.key_table: Dict[EngineKey, Tuple[int, int]] = {
+            ek: found for ek, found in store.key_table.items() if ek[0] != "prefix"
+        }
         self.final = store.published
 
     def lookup(self, key: PackedKey) -> Tuple[CacheEntry, int]:
