@@ -55,13 +55,17 @@ from datadist_sim.llm_datadist.v2.llm_types import (
 
 S = LLMStatusCode
 REMOTE_ACCESSIBLE = (2, 12)
-"""Instances with ``llm.EnableRemoteCacheAccessible``: they push; they pull by cache id only."""
+"""Instances with ``llm.EnableRemoteCacheAccessible``: they push; they pull by cache id only; their
+transfers are one-sided: they find the peer's caches in the table their end of the link read at its
+first lookup, and consume none of the peer's keys."""
 PAGE = 4096
 POOL_PAGES = 16
 ROW = 2048
 """Bytes of one batch (or block) of one tensor: a [16, 64] float16 slice."""
 NUM_TENSORS = 2
 PAD = 2**64 - 1
+UNKNOWN_BYTES = "success or LLM_PARAM_INVALID, bytes unknown to the model"
+"""An allowed outcome: a one-sided transfer through pool memory freed after its table was read."""
 STALE_END = frozenset({S.LLM_NOT_YET_LINK})
 """A transfer over an end whose peer finalized and came back: the peer holds no link back, so it is
 ``LLM_NOT_YET_LINK`` (test_findings.py has the regression test)."""
@@ -145,6 +149,8 @@ class MNode:
     keys: Dict[EngineKey, Tuple[int, int]] = field(default_factory=dict)
     handles: List[Cache] = field(default_factory=list)
     limit: Optional[int] = None
+    published: bool = False
+    """Whether it has made a cache since ``init``, and so published a cache table a link can keep."""
 
     def used(self, host: bool) -> int:
         return sum(c.reserved for c in self.caches.values() if c.host == host)
@@ -166,6 +172,8 @@ class CacheMachine(FabricMachine):
     @initialize()
     def start(self) -> None:
         self.open_world(5)
+        self.tables: Dict[Tuple[int, int], Tuple[Dict[int, MCache], Dict[EngineKey, Tuple[int, int]]]] = {}
+        """The peer's caches and keys each end of a one-sided link read at its first lookup."""
         for cid in CLUSTERS:
             self._init(cid)
         for d in DECODERS:
@@ -196,6 +204,49 @@ class CacheMachine(FabricMachine):
     def _pick(self, data: st.DataObject, handles: List[Cache], blocks: bool) -> Optional[Cache]:
         chosen = [h for h in handles if h.is_blocks_cache == blocks]
         return data.draw(st.sampled_from(chosen)) if chosen else None
+
+    def _linked(self, d: int, p: int) -> None:
+        super()._linked(d, p)
+        self.tables.pop((d, p), None)  # a new link reads the peer's table afresh
+        self.tables.pop((p, d), None)
+
+    def _table(self, a: int, b: int) -> Tuple[Dict[int, MCache], Dict[EngineKey, Tuple[int, int]]]:
+        """The caches and keys of ``b`` as end ``(a, b)`` finds them when ``a`` moves bytes one-sidedly:
+        a copy made at its first lookup, kept once ``b`` has published a table."""
+        held = self.tables.get((a, b))
+        if held is None:
+            node = self.nodes[b]
+            held = (dict(node.caches), dict(node.keys))
+            if node.published:
+                self.tables[(a, b)] = held
+        return held
+
+    def _gone(self, remote: MNode, mc: MCache) -> Any:
+        """What a one-sided transfer meets at a cache the peer freed after the table was read: its
+        registered memory is out of the transport (``LLM_PARAM_INVALID``); pool memory holds what the
+        pool gave it to since, or nothing the simulator can move (``LLM_PARAM_INVALID``)."""
+        if remote.caches.get(mc.handle.cache_id) is mc:
+            return None
+        return S.LLM_PARAM_INVALID if mc.registered is not None else UNKNOWN_BYTES
+
+    def _through_freed_pool(self, op: str, d: int, p: int, fn: Callable[[], Any]) -> Outcome:
+        """A transfer through freed pool memory a table still names: it moves whatever is there now or is
+        refused; past the plan come the injected failure and the slow link, as in ``_transfer``."""
+        ok = {None, S.LLM_PARAM_INVALID}
+        injected = self.pending.get((op, d))
+        if injected is not None:
+            ok.add(injected)
+        if self._is_slow(d, p):
+            ok.add(S.LLM_TIMEOUT)
+        code, _ = self._call(op, frozenset(ok), fn)
+        if code is not None and code is injected:
+            self.pending.pop((op, d))
+        if code is S.LLM_TIMEOUT:
+            self.broken.add((d, p))
+        return code
+
+    def _reread(self, mc: MCache) -> None:
+        mc.data = [v.copy() for v in self._views(mc)]
 
     def _link_ok(self, d: int, p: int) -> bool:
         """Both ends held (a peer that force-unlinked or came back holds none: ``LLM_NOT_YET_LINK``)."""
@@ -279,6 +330,7 @@ class CacheMachine(FabricMachine):
             node.keys[ek] = (handle.cache_id, index)
             mc.keys.add(ek)
         node.caches[handle.cache_id] = mc
+        node.published = True
         node.handles.append(handle)
         self._fill(mc)
 
@@ -371,6 +423,7 @@ class CacheMachine(FabricMachine):
                 node.keys[ek] = (handle.cache_id, index)
                 mc.keys.add(ek)
             node.caches[handle.cache_id] = mc
+            node.published = True
             node.handles.append(handle)
             self._fill(mc)
 
@@ -471,6 +524,12 @@ class CacheMachine(FabricMachine):
             return
         by_id = by_id or d in REMOTE_ACCESSIBLE
         src_node = self.nodes.get(p)
+        dst = node.live(handle)
+        allowed = self._pull_gate(d, p, dst)
+        one_sided = allowed is None and d in REMOTE_ACCESSIBLE
+        caches, keys = ({}, {}) if src_node is None else (src_node.caches, src_node.keys)
+        if one_sided:
+            caches, keys = self._table(d, p)
         key: Any = CacheKey(p, req)
         src: Optional[MCache] = None
         src_batch = 0
@@ -480,27 +539,33 @@ class CacheMachine(FabricMachine):
             cache_id = data.draw(st.sampled_from(ids or [1]))
             src_batch = data.draw(st.integers(0, 2))
             key = CacheKeyByIdAndIndex(p, cache_id, src_batch)
-            if src_node is not None and cache_id in src_node.caches:
-                src = src_node.caches[cache_id]
-                found = [
-                    ek for ek in src.keys if ek[0] == "req" and src_node.keys[ek] == (cache_id, src_batch)
-                ]
-                consume = found[0] if found else None
+            if cache_id in caches:
+                src = caches[cache_id]
+                found = [ek for ek in src.keys if ek[0] == "req" and keys.get(ek) == (cache_id, src_batch)]
+                consume = found[0] if found and not one_sided else None
                 if src_batch >= src.batch and not src.blocks:
                     src = None
-        elif src_node is not None and ("req", req, 0) in src_node.keys:
+        elif ("req", req, 0) in keys:
             consume = ("req", req, 0)
-            cache_id, src_batch = src_node.keys[consume]
-            src = src_node.caches[cache_id]
-        dst = node.live(handle)
-        allowed = self._pull_gate(d, p, dst)
+            cache_id, src_batch = keys[consume]
+            src = caches[cache_id]
         if allowed is None and src is None:
             allowed = S.LLM_KV_CACHE_NOT_EXIST
         elif allowed is None and ((src is not None and src.blocks) or batch_index >= dst.batch):  # type: ignore[union-attr]
             allowed = S.LLM_PARAM_INVALID
-        code = self._transfer(
-            "pull_cache", d, p, allowed, lambda: node.dd.cache_manager.pull_cache(key, handle, batch_index)
-        )
+        elif one_sided and src is not None and src_node is not None:
+            allowed = self._gone(src_node, src)
+
+        def call() -> Any:
+            return node.dd.cache_manager.pull_cache(key, handle, batch_index)
+
+        if allowed == UNKNOWN_BYTES:
+            assert dst is not None
+            if self._through_freed_pool("pull_cache", d, p, call) is None:
+                self._reread(dst)
+            STATS["transfers tried"] += 1
+            return
+        code = self._transfer("pull_cache", d, p, allowed, call)
         if code is None:
             assert dst is not None
             assert src is not None
@@ -531,23 +596,31 @@ class CacheMachine(FabricMachine):
             return
         src_node = self.nodes.get(p)
         ek = ("blocks", 0, model)
-        src = src_node.caches[src_node.keys[ek][0]] if src_node is not None and ek in src_node.keys else None
         dst = node.live(handle)
         allowed = self._pull_gate(d, p, dst)
+        one_sided = allowed is None and d in REMOTE_ACCESSIBLE
+        caches, keys = ({}, {}) if src_node is None else (src_node.caches, src_node.keys)
+        if one_sided:
+            caches, keys = self._table(d, p)
+        src = caches[keys[ek][0]] if ek in keys else None
         if allowed is None and src is None:
             allowed = S.LLM_KV_CACHE_NOT_EXIST
         elif allowed is None and not all(s < src.batch and t < dst.batch for s, t in pairs):  # type: ignore[union-attr]
             allowed = S.LLM_PARAM_INVALID
+        elif one_sided and src is not None and src_node is not None:
+            allowed = self._gone(src_node, src)
         src_blocks, dst_blocks = [s for s, _ in pairs], [t for _, t in pairs]
-        code = self._transfer(
-            "pull_blocks",
-            d,
-            p,
-            allowed,
-            lambda: node.dd.cache_manager.pull_blocks(
-                BlocksCacheKey(p, model), handle, src_blocks, dst_blocks
-            ),
-        )
+
+        def call() -> Any:
+            return node.dd.cache_manager.pull_blocks(BlocksCacheKey(p, model), handle, src_blocks, dst_blocks)
+
+        if allowed == UNKNOWN_BYTES:
+            assert dst is not None
+            if self._through_freed_pool("pull_blocks", d, p, call) is None:
+                self._reread(dst)
+            STATS["transfers tried"] += 1
+            return
+        code = self._transfer("pull_blocks", d, p, allowed, call)
         if code is None:
             assert dst is not None
             assert src is not None
@@ -572,17 +645,32 @@ class CacheMachine(FabricMachine):
         ids = sorted({h.cache_id for h in remote.handles}) if remote is not None else []
         cache_id = data.draw(st.sampled_from(ids or [1]))
         key = CacheKeyByIdAndIndex(p, cache_id, dst_batch)
-        dst = None if remote is None else remote.caches.get(cache_id)
+        dst = None
         if s not in REMOTE_ACCESSIBLE:
             allowed: Any = S.LLM_PARAM_INVALID
         else:
             allowed = self._pull_gate(s, p, src)
+            if allowed is None:
+                dst = self._table(s, p)[0].get(cache_id)
             if allowed is None and dst is None:
                 allowed = S.LLM_KV_CACHE_NOT_EXIST
             elif allowed is None and dst is not None and dst_batch >= (1 if dst.blocks else dst.batch):
                 allowed = S.LLM_PARAM_INVALID  # a blocks cache is one batch of one block
+            elif allowed is None and dst is not None and remote is not None:
+                allowed = self._gone(remote, dst)
         cm = node.dd.cache_manager
-        code = self._transfer("push_cache", s, p, allowed, lambda: cm.push_cache(key, src.handle, src_batch))
+
+        def call() -> Any:
+            return cm.push_cache(key, src.handle, src_batch)
+
+        if allowed == UNKNOWN_BYTES:
+            assert remote is not None
+            if self._through_freed_pool("push_cache", s, p, call) is None:
+                for mc in remote.caches.values():  # the bytes went wherever that memory is now
+                    self._reread(mc)
+            STATS["transfers tried"] += 1
+            return
+        code = self._transfer("push_cache", s, p, allowed, call)
         if code is None:
             assert dst is not None
             for t in range(NUM_TENSORS):

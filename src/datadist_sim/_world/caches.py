@@ -69,6 +69,11 @@ class CacheEntry:
     pool: Optional[MemoryPool]
     keys: Set[EngineKey] = field(default_factory=set)
     released: bool = False
+    remote_accessible: bool = True
+    """Registered with the transport, so a peer may read or write it one-sidedly: a registration's
+    ``remote_accessible`` (hixl ``comm_mem_manager.cc:75-78`` skips the others); an allocated cache
+    always is (the engine's ``CacheDesc`` default, ``llm_inner_types.h:73``, which the Python wrapper
+    leaves as it is, ``llm_datadist_v2_wrapper.cc:241-257``)."""
     req_at: Dict[int, EngineKey] = field(default_factory=dict)
     """The request key bound to each batch index (at most one): a pull by cache id finds the key it
     consumes without scanning ``keys`` (a cache may carry thousands)."""
@@ -232,12 +237,14 @@ class NodeCaches:
         device: bool,
         is_blocks: bool,
         keys: Sequence[PackedKey] = (),
+        remote_accessible: bool = True,
     ) -> CacheEntry:
         with self.lock:
             bound = self._check_keys(keys, batch_size, is_blocks)
             entry = CacheEntry(
                 self._next_id, len(addrs), tensor_size, batch_size, list(addrs), device, is_blocks, True, None
             )
+            entry.remote_accessible = remote_accessible
             self.ledger.register(entry.cache_id, addrs, tensor_size, device=device)
             return self._add(entry, bound)
 
@@ -337,26 +344,15 @@ class NodeCaches:
         return entry, found[1], ek if ek[0] == "req" and not is_blocks else None
 
     def find_entry(self, key: PackedKey) -> Tuple[CacheEntry, int]:
-        """``(cache, batch index)`` a remote-cache-accessible push names, as ``FindCacheEntry`` finds it
-        (hixl ``cache_access_table.cc:290-312``, request built at ``layer_wise_transfer_job.cc:188-196``).
+        """``(cache, batch index)`` a remote-cache-accessible push names in this live table (``find_in``)."""
+        return find_in(self.caches, self.key_table, key)
 
-        A blocks key names ``(UINT64_MAX, model_id)``. A key by id names its cache when ``cache_id > 0``;
-        otherwise the request keeps its default key ``(req_id 0, model_id 0)`` and that request key
-        names the cache. The batch is the key's own ``batch_index`` either way. Missing:
-        ``LLM_KV_CACHE_NOT_EXIST``.
-        """
-        _, cache_id, batch_index, _, _, model_id, is_blocks = key
-        if is_blocks or cache_id <= 0:
-            ek = blocks_slot(model_id) if is_blocks else ("req", 0, 0)
-            found = self.key_table.get(ek)
-            if found is None:
-                shown = key_ident(key) if is_blocks else (0, 0)
-                raise SimError(_NOT_EXIST, f"remote cache key {shown} does not exist")
-            return self.caches[found[0]], 0 if is_blocks else batch_index
-        entry = self.caches.get(cache_id)
-        if entry is None:
-            raise SimError(_NOT_EXIST, f"remote cache {cache_id} does not exist")
-        return entry, batch_index
+    @property
+    def published(self) -> bool:
+        """Whether this instance has published a cache table (version 1 on): every change of its caches
+        or keys publishes one (hixl ``cache_manager.cc:573-580``), and every change follows a first
+        allocation or registration, each of which takes an id."""
+        return self._next_id > 1
 
     def consume(self, entry: CacheEntry, ek: EngineKey) -> None:
         """A pull delivered what request key ``ek`` names: the key goes (and with it the cache, if it was
@@ -380,6 +376,31 @@ class NodeCaches:
         if self.legacy_codes and ek in self.completed:
             return LLMStatusCode.LLM_REQUEST_ALREADY_COMPLETED
         return _NOT_EXIST
+
+
+def find_in(
+    caches: Dict[int, CacheEntry], key_table: Dict[EngineKey, Tuple[int, int]], key: PackedKey
+) -> Tuple[CacheEntry, int]:
+    """``(cache, batch index)`` a remote-cache-accessible push names, as ``FindCacheEntry`` finds it
+    (hixl ``cache_access_table.cc:290-312``, request built at ``layer_wise_transfer_job.cc:188-196``).
+
+    A blocks key names ``(UINT64_MAX, model_id)``. A key by id names its cache when ``cache_id > 0``;
+    otherwise the request keeps its default key ``(req_id 0, model_id 0)`` and that request key
+    names the cache. The batch is the key's own ``batch_index`` either way. Missing:
+    ``LLM_KV_CACHE_NOT_EXIST``.
+    """
+    _, cache_id, batch_index, _, _, model_id, is_blocks = key
+    if is_blocks or cache_id <= 0:
+        ek = blocks_slot(model_id) if is_blocks else ("req", 0, 0)
+        found = key_table.get(ek)
+        if found is None:
+            shown = key_ident(key) if is_blocks else (0, 0)
+            raise SimError(_NOT_EXIST, f"remote cache key {shown} does not exist")
+        return caches[found[0]], 0 if is_blocks else batch_index
+    entry = caches.get(cache_id)
+    if entry is None:
+        raise SimError(_NOT_EXIST, f"remote cache {cache_id} does not exist")
+    return entry, batch_index
 
 
 def _legacy_blocks_allocate(pool: MemoryPool, tensor_size: int, num_tensors: int) -> List[int]:

@@ -42,6 +42,18 @@ class PeerLink:
     instance: Optional[object] = None
     """hixl backend: the peer instance (``ClusterNode``) this one-sided link was made to; one that
     finalized and came back under the same id is another instance the link does not reach."""
+    by_table: bool = False
+    """This end moves bytes one-sidedly (v2 with ``llm.EnableRemoteCacheAccessible``), finding them in
+    its copy of the peer's cache table (``_world/cache_table.py``)."""
+    table: Optional[object] = None
+    """That copy (a ``CacheTable``), read at the first lookup on this link; a new link starts without."""
+
+
+def reads_table(node: ClusterNode) -> bool:
+    """Whether ``node``'s links read the peer's cache table (``PeerLink.by_table``): the v2 engine with
+    remote cache access on (the engine parses the option, default off: hixl ``data_cache_engine.cc:208``,
+    ``llm_utils.cc:65-80``)."""
+    return node.mode is Mode.CACHE_MANAGER and node.settings.remote_cache_accessible
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Dict, Optional, Protocol
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.clock import Wake
-from datadist_sim._world.cluster import ClusterNode, PeerLink
+from datadist_sim._world.cluster import ClusterNode, PeerLink, reads_table
 from datadist_sim._world.config import SimConfig
 from datadist_sim._world.errors import SimError
 
@@ -143,7 +143,11 @@ class CommRegistry:
             for other in ids:
                 if node is not None and other != own:
                     node.peers[other] = PeerLink(
-                        other, is_client=own < other, since=comm.ready_at, via_comm=comm.members[own].comm_id
+                        other,
+                        is_client=own < other,
+                        since=comm.ready_at,
+                        via_comm=comm.members[own].comm_id,
+                        by_table=reads_table(node),
                     )
 
     def query(self, node: ClusterNode, comm_id: int) -> CommStatus:

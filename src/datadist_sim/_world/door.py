@@ -74,6 +74,8 @@ class CacheSpec(NamedTuple):
     device: bool
     is_blocks: bool
     keys: List[Key]
+    remote_accessible: bool = True
+    """A registration's ``remote_accessible`` as the face resolved it (an allocation always is)."""
 
 
 class Allocated(NamedTuple):
@@ -155,6 +157,7 @@ def register(world: SimWorld, node: ClusterNode, spec: CacheSpec, addrs: List[in
             device=spec.device,
             is_blocks=spec.is_blocks,
             keys=spec.keys,
+            remote_accessible=spec.remote_accessible,
         )
     return Allocated(entry.cache_id, list(entry.addrs))
 

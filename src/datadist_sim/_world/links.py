@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role
+from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role, reads_table
 from datadist_sim._world.errors import SimError
 from datadist_sim.faults.effects import link_effect
 from datadist_sim.faults.plan import Call
@@ -275,10 +275,16 @@ def _connect(
             return S.LLM_PARAM_INVALID, cfg.message_rtt_s
         now = world.now()
         node.peers[server.cluster_id] = PeerLink(
-            server.cluster_id, is_client=True, since=now, instance=server if one_sided else None
+            server.cluster_id,
+            is_client=True,
+            since=now,
+            instance=server if one_sided else None,
+            by_table=reads_table(node),
         )
         if not one_sided:
-            server.peers[node.cluster_id] = PeerLink(node.cluster_id, is_client=False, since=now)
+            server.peers[node.cluster_id] = PeerLink(
+                node.cluster_id, is_client=False, since=now, by_table=reads_table(server)
+            )
     return S.LLM_SUCCESS, setup_s
 
 

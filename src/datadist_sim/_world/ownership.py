@@ -13,7 +13,9 @@ clusters share one address space, so the simulator must check what the hardware 
   engine gives every other rejected register argument), nothing registered;
 - a ``TransferConfig.dst_addrs`` range that is not wholly inside the destination cluster's memory
   (another cluster's cache, the sender's own cache, or nothing at all) is refused with
-  ``LLM_PARAM_INVALID`` before any byte moves.
+  ``LLM_PARAM_INVALID`` before any byte moves; so is one inside a cache the destination registered with
+  ``remote_accessible=False``, which the engine keeps out of the transport (``comm_mem_manager.cc:75-78``)
+  and a one-sided put therefore cannot reach (inferred code, as above).
 
 Memory the caller registers that no cluster owns (a raw pointer of its own, a made-up address for
 metadata-only use) stays the caller's to register, as before. In a fabric, where clusters run in
@@ -37,13 +39,14 @@ if TYPE_CHECKING:
 _P = LLMStatusCode.LLM_PARAM_INVALID
 
 
-def _spans(store: NodeCaches) -> Iterator[Tuple[int, int]]:
-    """``[start, end)`` of every range one instance owns: its pools and its registered tensors."""
+def _spans(store: NodeCaches, transport: bool = False) -> Iterator[Tuple[int, int]]:
+    """``[start, end)`` of every range one instance owns: its pools and its registered tensors; with
+    ``transport``, only those registered with the transport (not a ``remote_accessible=False`` cache)."""
     for pool in (store.device_pool, store.host_pool):
         if pool is not None and pool.capacity > 0:
             yield pool.base, pool.base + pool.capacity
     for entry in list(store.caches.values()):
-        if entry.registered:
+        if entry.registered and (entry.remote_accessible or not transport):
             for address in entry.addrs:
                 yield address, address + max(entry.tensor_size, 1)
 
@@ -58,13 +61,14 @@ def owners(world: SimWorld, address: int, nbytes: int) -> List[int]:
     return found
 
 
-def holds(world: SimWorld, cluster_id: int, address: int, nbytes: int) -> bool:
-    """Whether ``[address, address + nbytes)`` lies wholly inside one range ``cluster_id`` owns."""
+def holds(world: SimWorld, cluster_id: int, address: int, nbytes: int, *, transport: bool = False) -> bool:
+    """Whether ``[address, address + nbytes)`` lies wholly inside one range ``cluster_id`` owns (with
+    ``transport``: one it registered with the transport)."""
     store = world.caches.get(cluster_id)
     if store is None:
         return False
     end = address + max(nbytes, 1)
-    return any(start <= address and end <= stop for start, stop in _spans(store))
+    return any(start <= address and end <= stop for start, stop in _spans(store, transport))
 
 
 def check_register(world: SimWorld, cluster_id: int, addrs: Sequence[int], nbytes: int) -> None:
@@ -86,10 +90,17 @@ def check_register(world: SimWorld, cluster_id: int, addrs: Sequence[int], nbyte
 
 
 def check_destinations(world: SimWorld, remote_id: int, ranges: Sequence[Tuple[int, int, int]]) -> None:
-    """Refuse a push whose destination ranges are not all memory of cluster ``remote_id``."""
+    """Refuse a push whose destination ranges are not all memory ``remote_id`` registered with the
+    transport."""
     for dst, _, nbytes in ranges:
-        if holds(world, remote_id, dst, nbytes):
+        if holds(world, remote_id, dst, nbytes, transport=True):
             continue
+        if holds(world, remote_id, dst, nbytes):
+            raise SimError(
+                _P,
+                f"dst address {dst:#x} (+{nbytes} B) is a cache cluster {remote_id} registered with "
+                "remote_accessible=False: it is not registered with the transport",
+            )
         others = owners(world, dst, nbytes)
         whose = f"memory of cluster {others[0]}" if others else "memory of no cluster"
         raise SimError(

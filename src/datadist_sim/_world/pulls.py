@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.cache_table import check_accessible, check_reachable, table_of
 from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check
 from datadist_sim._world.clock import VirtualClock, other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode, PeerLink
@@ -73,12 +74,25 @@ def _plan_pull(
         check_layer_split(dst.num_tensors, params.tensor_num_per_layer, "local")
     store = _remote(world, node, key.cluster_id, "pulled from")
     with store.lock:
-        src, src_batch, consume = store.lookup(key)
+        peer = node.peers[key.cluster_id]  # ``_remote`` found it
+        if peer.by_table:
+            # a one-sided read (``PullCacheByGet``): the cache as this link's copy of the table has it,
+            # then both ends registered with the transport (``data_transfer_client.cc:231-235``)
+            src, src_batch = table_of(peer, store).lookup(key)
+            check_accessible(dst, "local")
+            check_accessible(src, "remote")
+            consume: Optional[EngineKey] = None
+        else:
+            src, src_batch, consume = store.lookup(key)
         if blocks:
-            return store, src, consume, blocks_ranges(src, src_batch, dst, params)
-        if store.legacy_codes:
-            legacy_seq_len_check(src, dst, params.size, params.src_offset, params.dst_offset)
-        return store, src, consume, contiguous_plan(src, src_batch, dst, params)
+            moves: Plan = blocks_ranges(src, src_batch, dst, params)
+        else:
+            if store.legacy_codes:
+                legacy_seq_len_check(src, dst, params.size, params.src_offset, params.dst_offset)
+            moves = contiguous_plan(src, src_batch, dst, params)
+        if peer.by_table:
+            check_reachable(store, src)
+        return store, src, consume, moves
 
 
 def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
@@ -299,6 +313,7 @@ def _pull_at_once(
         or not remote.alive
         or store.legacy_codes
         or remote_id == node.cluster_id
+        or peer.by_table  # a one-sided read finds the cache in the link's table copy: ``_plan_pull``
         or peer.since > now
         or (
             (peer.instance is not None and peer.instance is not remote)

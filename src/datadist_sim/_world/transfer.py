@@ -14,6 +14,7 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.cache_table import check_accessible, check_reachable, table_of
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode
@@ -318,8 +319,18 @@ def push(
         src = store_of(world, node).live(src_cache_id)
         store = _remote(world, node, key.cluster_id, "pushed to")
         with store.lock:
-            dst, dst_batch = store.find_entry(key)
-            return push_ranges(src, src_batch, dst, dst_batch, params)
+            peer = node.peers[key.cluster_id]  # ``_remote`` found it
+            if not peer.by_table:
+                dst, dst_batch = store.find_entry(key)
+                return push_ranges(src, src_batch, dst, dst_batch, params)
+            # a one-sided write: the local cache first, then the remote one as this link's copy of the
+            # table has it (``layer_wise_transfer_job.cc:248-251``, then ``:198`` and ``:217``)
+            check_accessible(src, "local")
+            dst, dst_batch = table_of(peer, store).find_entry(key)
+            check_accessible(dst, "remote")
+            ranges = push_ranges(src, src_batch, dst, dst_batch, params)
+            check_reachable(store, dst)
+            return ranges
 
     _serialised(world, node, key.cluster_id, "push_cache", plan, kind, _req_id(key))
 

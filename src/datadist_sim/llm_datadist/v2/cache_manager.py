@@ -165,9 +165,15 @@ class CacheManager(LocalCacheOps, PushOps):
         return remote_accessible
 
     def _register(
-        self, func: str, cache_desc: CacheDesc, addrs: List[int], keys: List[Any], is_blocks: bool
+        self,
+        func: str,
+        cache_desc: CacheDesc,
+        addrs: List[int],
+        keys: List[Any],
+        is_blocks: bool,
+        remote_accessible: bool,
     ) -> door.Allocated:
-        spec = self._spec(cache_desc, keys, is_blocks)
+        spec = self._spec(cache_desc, keys, is_blocks)._replace(remote_accessible=remote_accessible)
         with engine_call(func, f"cache_desc = {cache_desc}"):
             return door.register(self._world, self._node, spec, addrs)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -194,8 +200,8 @@ class CacheManager(LocalCacheOps, PushOps):
         for addr in addrs:
             raise_if_false(addr != 0, "addr can not be zero.")
         keys = [pack_cache_key(key) for key in cache_keys]
-        self._get_remote_accessible(cache_desc, remote_accessible)
-        entry = self._register("[register_cache]", cache_desc, addrs, keys, False)
+        accessible = self._get_remote_accessible(cache_desc, remote_accessible)
+        entry = self._register("[register_cache]", cache_desc, addrs, keys, False, accessible)
         cache = Cache(entry.cache_id, cache_desc, list(entry.addrs), self, True, False)
         _log.info("[register_cache] success, cache_id = %d.", cache.cache_id)
         return cache
@@ -219,8 +225,8 @@ class CacheManager(LocalCacheOps, PushOps):
         )
         raise_if_false(len(addrs) > 0, "addrs can not be empty.")
         keys = [pack_block_cache_key(blocks_cache_key)] if blocks_cache_key is not None else []
-        self._get_remote_accessible(cache_desc, remote_accessible)
-        entry = self._register("[register_blocks_cache]", cache_desc, addrs, keys, True)
+        accessible = self._get_remote_accessible(cache_desc, remote_accessible)
+        entry = self._register("[register_blocks_cache]", cache_desc, addrs, keys, True, accessible)
         cache = Cache(entry.cache_id, cache_desc, list(entry.addrs), self, True, True)
         _log.info("[register_blocks_cache] success, cache_id = %d", cache.cache_id)
         return cache

@@ -112,6 +112,21 @@ def _number(options: Dict[str, str], key: str, default: int) -> int:
 
 def node_settings(options: Dict[str, str]) -> NodeSettings:
     """Parse the options the simulated engine uses; a non-numeric number is ``LLM_PARAM_INVALID``."""
+    backend = options.get("llm.TransferBackend")
+    if backend is not None and backend != "hixl":
+        # hixl transfer_engine.cc:32-41: any other value gives no engine, and init fails with
+        # LLM_PARAM_INVALID (LLM_CHECK_NOTNULL, common/llm_log.h:120-125).
+        raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"Transfer backend:{backend} is not supported.")
+    remote = options.get("llm.EnableRemoteCacheAccessible")
+    if remote is not None and remote not in ("0", "1") and options.get("llm.EnableCacheManager") == "1":
+        # the cache-manager engine reads the flag next (hixl llm_datadist_v2.cc:65-67) by ParseFlag
+        # (common/llm_utils.cc:65-80): absent is off, and anything but "0"/"1" fails LLM_ASSERT_TRUE,
+        # whose result converts to LLM_PARAM_INVALID (common/llm_checker.h:17-23); the device id is
+        # read after (:68-69). The other engine does not read the flag.
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID,
+            f'Option llm.EnableRemoteCacheAccessible value ("{remote}") is invalid, should be "0" or "1"',
+        )
     raw_devices = options.get("ge.exec.deviceId", "0")
     try:
         devices = [int(part) for part in raw_devices.split(";")]
@@ -119,11 +134,6 @@ def node_settings(options: Dict[str, str]) -> NodeSettings:
         raise SimError(
             LLMStatusCode.LLM_PARAM_INVALID, f"ge.exec.deviceId is invalid, value = {raw_devices}"
         ) from None
-    backend = options.get("llm.TransferBackend")
-    if backend is not None and backend != "hixl":
-        # hixl transfer_engine.cc:32-41: any other value gives no engine, and init fails with
-        # LLM_PARAM_INVALID (LLM_CHECK_NOTNULL, common/llm_log.h:120-125).
-        raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"Transfer backend:{backend} is not supported.")
     retry = _number(options, "llm.LinkRetryCount", 1)
     if not 1 <= retry <= 100:
         raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"llm.LinkRetryCount {retry} is out of [1, 100]")
@@ -131,7 +141,7 @@ def node_settings(options: Dict[str, str]) -> NodeSettings:
         device_ids=devices,
         sync_kv_timeout_ms=_sync_kv_timeout_ms(options),
         enable_switch_role=options.get("llm.EnableSwitchRole") == "1",
-        remote_cache_accessible=options.get("llm.EnableRemoteCacheAccessible") == "1",
+        remote_cache_accessible=remote == "1",
         link_total_time_s=_number(options, "llm.LinkTotalTime", 0),
         link_retry_count=retry,
         transfer_backend=backend or "",
