@@ -184,9 +184,10 @@ def test_a_frame_cannot_make_the_fabric_allocate_more_than_a_small_multiple_of_i
 
 
 def _long_digits_reserved(frame: bytes) -> int:
-    """The bytes ``marshal.loads`` reserves ahead, untouched, for the long integers (two a declared digit)
-    and bytes objects (their declared length) it meets in ``frame``, found by reading the frame as marshal does, token after token,
-    as far as marshal would get: a mutated frame's longs are wherever its mutated lengths put them."""
+    """The bytes ``marshal.loads`` reserves ahead, untouched, for the long integers (two a declared
+    digit) and bytes objects (their declared length) it meets in ``frame``, found by reading the frame
+    as marshal does, token after token, as far as marshal would get: a mutated frame's longs are
+    wherever its mutated lengths put them."""
     fixed = {ord(c): n for c, n in (("N", 1), ("T", 1), ("F", 1), ("0", 1), ("{", 1), ("i", 5), ("g", 9))}
     pos, reserved = 0, 0
     while pos < len(frame):
