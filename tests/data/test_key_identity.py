@@ -1,5 +1,5 @@
 """Which keys are one engine key: the cluster id is no part of it (hixl ``CheckCacheKeys``, GE v1 flow
-function). See ``docs/vendor_facts.md``, "Keys and memory ownership (issue 13)"."""
+function). See ``docs/vendor_facts.md``, "Keys and memory ownership"."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ Two kinds of address reach a transfer:
   API reports as a parameter/registration problem), never a crash.
 
 Backing is one zeroed numpy buffer per allocation, of the bytes *asked for*, not of the page-rounded
-reservation: a 512-byte cache in a pool of 64 KiB pages holds 512 bytes (issue 15), and memory grows
+reservation: a 512-byte cache in a pool of 64 KiB pages holds 512 bytes, and memory grows
 with what is allocated, not with the declared pool size. Addresses, and every check against them
 (bounds, ownership, poison, registration), still see the whole reservation, so the same allocations get
 the same addresses. The reservation's tail past the request (its padding) gets bytes only when something

@@ -15,7 +15,7 @@ other_threads: Callable[[], int] = getattr(_thread, "_count", None) or (lambda: 
 (a pull's fast path, a clock that may jump at once) it asks this: the same answer as
 ``threading.active_count() == 1`` for every thread Python started (``_thread._count``'s docstring: every
 thread started through ``_thread`` or ``threading`` and not yet finished), from one C call instead of a
-locked Python function (about 3 % of a small pull, issue 15). A thread a C library started and never
+locked Python function (about 3 % of a small pull). A thread a C library started and never
 handed to Python is counted by neither."""
 
 Wake = Callable[[], bool]
@@ -87,7 +87,7 @@ class VirtualClock:
     def pass_alone(self, seconds: float) -> None:
         """``sleep`` for a caller that is the only thread (``other_threads()`` is 0): no one can wait on
         the clock or move it meanwhile, so it needs no lock (taking one is about 2,000 instructions, 4 % of
-        a small pull, issue 15). ``seconds`` >= 0."""
+        a small pull). ``seconds`` >= 0."""
         self._now += seconds
 
     def advance_to(self, when: float) -> None:

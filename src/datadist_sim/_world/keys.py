@@ -4,7 +4,7 @@ Keys arrive packed as ``Key`` (the face's ``pack_*`` helpers build them). The en
 by ``(req_id, model_id)``, by ``(prefix_id, model_id)`` in a separate table when ``prefix_id`` is valid,
 or by ``model_id`` for a blocks key (``(UINT64_MAX, model_id)`` in the request table); ``cluster_id`` only
 routes a pull or push to its peer and is no part of a key. The facts, with file and line:
-``docs/vendor_facts.md``, "Keys and memory ownership (issue 13)".
+``docs/vendor_facts.md``, "Keys and memory ownership".
 """
 
 from __future__ import annotations

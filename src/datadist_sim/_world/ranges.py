@@ -75,7 +75,7 @@ class PullParams:
 def whole_batch(size: int, batch_index: int, tensor_num_per_layer: int) -> PullParams:
     """The commonest pull's parameters: ``size`` bytes (-1: all) of batch ``batch_index`` of every
     tensor, with no layer range, block or offset. Made once per distinct pull and shared, since nothing
-    changes a ``PullParams`` once made: making one per call was 4 % of a small pull (issue 15)."""
+    changes a ``PullParams`` once made: making one per call was 4 % of a small pull."""
     return PullParams(size, batch_index, (), (), (), (), -1, -1, tensor_num_per_layer)
 
 
@@ -207,7 +207,7 @@ class BlockRanges:
     """The ``(dst, src, nbytes)`` ranges of a pull into blocks, checked when planned and built only if
     someone needs them (``build``): a copy that moves all blocks of a tensor in one step needs only the
     tensor pairs, the blocks and ``nbytes`` (building a tuple per block and tensor cost more than that
-    copy itself, issue 15)."""
+    copy itself)."""
 
     __slots__ = ("base", "dst", "dst_blocks", "nbytes", "pairs", "src", "src_blocks")
 

@@ -36,7 +36,7 @@ def observe_calls(callback: CallObserver) -> Callable[[], None]:
     """Have ``callback`` told of every public call recorded by any world from now on, before the bounded
     buffer can drop it (tools that count, like the error-path coverage report); returns the function
     that stops it. It is told the call's fields, not a ``TraceEvent``: making one per call costs more
-    than the rest of a small pull's bookkeeping, and a fabric always counts (issue 15). It runs on the
+    than the rest of a small pull's bookkeeping, and a fabric always counts. It runs on the
     calling thread, under no lock of the trace: keep it short, never record from it."""
     global _observers
     with _observers_lock:
@@ -119,7 +119,7 @@ class TraceEvent:
 
     ``args`` may be given as any object whose ``str()`` is the arguments in short (the face passes its
     arguments unformatted): it is formatted the first time someone reads it, so recording a call costs
-    no formatting (issue 15). Read-only after construction, compared and hashed by its fields.
+    no formatting. Read-only after construction, compared and hashed by its fields.
     """
 
     __slots__ = ("_args", "cluster_id", "detail", "kind", "op", "outcome", "time")

@@ -61,7 +61,7 @@ class SimWorld:
         self.trace = Trace(trace_size, sink=trace_sink, now=self.clock.now)
         self.record_call = self.trace.record_call
         """``record`` of one API call, as the face traces each of its public calls
-        (``Trace.record_call``): its arguments are kept as given and formatted when read (issue 15)."""
+        (``Trace.record_call``): its arguments are kept as given and formatted when read."""
         self.lock = threading.RLock()
         self._nodes: Dict[int, ClusterNode] = {}
         self._listeners: Dict[Endpoint, int] = {}

@@ -15,7 +15,7 @@ same run on the same machine.
 
 **Placement.** A round trip costs what its two wake-ups cost, and that depends on where the scheduler
 put the two processes: on one CPU a wake-up is a context switch; across two CPUs it wakes a halted
-one, which on a virtual machine without halt polling (ours, issue 15) costs tens of microseconds. The
+one, which on a virtual machine without halt polling (ours) costs tens of microseconds. The
 scheduler does not place the ping-pong and the pull alike: an echo that has slept through a round of
 pulls is put beside its caller for its short round (13-17 us), while a fabric that works in every
 round is put on the other CPU (a ping-pong timed in long rounds, when it is placed that way too, took

@@ -1,5 +1,5 @@
 """The baselines a small pull is held to: plain-Python argument checks, and a lean hand-written model of the
-same bookkeeping (issue 15).
+same bookkeeping.
 
 The lean model is what a pull would cost if the simulator were written for that one case only, and it is
 kept honest: the same argument checks as ``CacheManager.pull_cache`` (written as plain comparisons), a

@@ -77,14 +77,14 @@ def api_call(method: F, errors: Optional[FaceErrors] = None) -> F:
     every call, outermost or not.
 
     The trace keeps the call's arguments as given and formats them (``short_args``) when someone reads
-    it, not on the call's path (issue 15). Only values whose short form cannot change after the call are
+    it, not on the call's path. Only values whose short form cannot change after the call are
     kept so (``_KEPT``); any other is reduced to its short form now (``_freeze``), so a late read still
     shows the call."""
     op = method.__name__
     inside_engine = not at_door(op)
     # where a face object keeps the scope of its calls of a transfer or link method: that scope never
     # changes (it is done with the door's faults from the start), so one serves every call while the
-    # object's world and node stay the same, instead of one made per call (issue 15)
+    # object's world and node stay the same, instead of one made per call
     kept_scope = f"_{op}_scope"
 
     @functools.wraps(method)

@@ -3,7 +3,7 @@ v1 codes, and its ``CacheTask`` answers v1 codes, as GE's ``kv_cache_manager.py`
 
 The manager shares the engine with the ``llm_datadist`` face, whose errors are ``llm_datadist`` ones; its
 public methods are ``v1_call``s, which ``api_call`` translates on the way out, after the trace recorded
-the code by name (one wrapper per call, not two: issue 15).
+the code by name (one wrapper per call, not two).
 ``SimConfig(unified_exceptions=True)`` keeps ``llm_datadist`` codes and raises ``UnifiedLLMException``
 (caught by both names) instead.
 """

@@ -25,7 +25,7 @@ UINT64_MAX = 2**64 - 1
 _UINT8, _UINT16, _INT32 = _RANGES["uint8"], _RANGES["uint16"], _RANGES["int32"]
 _UINT32, _INT64, _UINT64 = _RANGES["uint32"], _RANGES["int64"], _RANGES["uint64"]
 """Each check's range, bound once: the common case (an ``int`` in range) is one comparison and
-the helpers below it only run to build the real message (issue 15)."""
+the helpers below it only run to build the real message."""
 
 
 def _as_list(classes: _ClassSpec) -> list[type]:
