@@ -8,8 +8,6 @@ PYTEST_DONT_REWRITE: ``datadist-sim exec`` imports this package as pytest starts
 assertion rewriter exists; the marker tells pytest that is expected (it rewrites nothing here anyway).
 """
 
-from __future__ import annotations
-
 from datadist_sim._install import install as install
 from datadist_sim._install import installed as installed
 from datadist_sim._install import is_installed as is_installed
