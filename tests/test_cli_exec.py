@@ -252,3 +252,22 @@ def test_a_forked_worker_writes_its_own_pid_trace_file(
     events = [json.loads(line) for line in written.read_text().splitlines()]
     assert [e["op"] for e in events if e["kind"] == "call"] == ["init"]
     assert len(list(tmp_path.glob("t-*.jsonl"))) == 2  # the parent's own file besides
+
+
+def test_exec_lets_a_connectors_own_torch_npu_stub_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A connector's CPU-test stub of torch_npu that defines ``torch.npu`` only where torch has none
+    imports under exec as it does without it (the stand-in steps aside)."""
+    from tests.test_torch_npu import FAKE_TORCH, STUB_TORCH_NPU
+
+    for name, body in (("torch", FAKE_TORCH), ("torch_npu", STUB_TORCH_NPU)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(body)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.delenv("DATADIST_SIM_TORCH_NPU", raising=False)
+    program = (
+        "import llm_datadist, torch, torch_npu\nstream = torch.npu.Stream()\nprint(type(stream).__name__)\n"
+    )
+    assert main(["exec", "--", PY, "-c", program]) == 0
+    assert capfd.readouterr().out.strip() == "Stream"

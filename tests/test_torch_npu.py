@@ -94,3 +94,58 @@ def test_install_patches_torch_when_it_is_imported_later_unless_turned_off(
     run = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == expected
+
+
+STUB_TORCH_NPU = """
+import types
+import torch
+
+# a CPU-test stub as serving projects ship one: it fills in torch.npu only if nothing is there
+if not hasattr(torch, "npu"):
+    npu = types.ModuleType("torch.npu")
+
+    class Stream:
+        pass
+
+    npu.Stream = Stream
+    npu.set_device = lambda device: None
+    torch.npu = npu
+"""
+
+
+def _run_with_stub(tmp_path: Path, program: str) -> str:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    (tmp_path / "torch_npu").mkdir()
+    (tmp_path / "torch_npu" / "__init__.py").write_text(STUB_TORCH_NPU)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    env.pop(_torch_npu.ENV_TORCH_NPU, None)
+    source = "from datadist_sim import _torch_npu\n_torch_npu.install()\n" + program
+    run = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip()
+
+
+@pytest.mark.parametrize("torch_first", [True, False], ids=["torch-then-stub", "stub-imports-torch"])
+def test_the_programs_own_torch_npu_meets_plain_torch(tmp_path: Path, torch_first: bool) -> None:
+    """A stub that fills in ``torch.npu`` only where nothing is there gets to: the stand-in steps aside
+    while it runs, and afterwards fills in only what it left (here ``Tensor.npu``)."""
+    program = ("import torch\n" if torch_first else "") + (
+        "import torch_npu\nimport torch\n"
+        "print(torch.npu.Stream.__name__, hasattr(torch.npu, 'device_count'), hasattr(torch.Tensor, 'npu'))\n"
+    )
+    assert _run_with_stub(tmp_path, program) == "Stream False True"
+
+
+def test_a_stub_put_in_sys_modules_before_torch_keeps_torch_plain(tmp_path: Path) -> None:
+    program = (
+        "import sys, types\nsys.modules['torch_npu'] = types.ModuleType('torch_npu')\n"
+        "import torch\nprint(hasattr(torch, 'npu'), hasattr(torch.Tensor, 'npu'))\n"
+    )
+    assert _run_with_stub(tmp_path, program) == "False False"
+
+
+def test_without_a_torch_npu_of_its_own_the_program_gets_the_stand_in(tmp_path: Path) -> None:
+    program = "import torch\ntorch.npu.set_device(2)\nprint(torch.npu.current_device(), torch.npu.__doc__)\n"
+    assert _run_with_stub(tmp_path, program) == f"2 {_torch_npu._DOC}"

@@ -141,8 +141,21 @@ def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
+    return _seed_line(config)
+
+
+def _seed_line(config: pytest.Config) -> str:
     seed = config.stash[SEED]
     return f"datadist-sim: seed {seed} (rerun with --datadist-seed={seed}) from {config.stash[SEED_FROM]}"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The run's seed as a property of the junit XML test suite (``--junitxml``), where CI keeps it."""
+    from _pytest.junitxml import xml_key  # the documented home of ``record_testsuite_property``'s store
+
+    xml = session.config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property("datadist_seed", str(session.config.stash[SEED]))
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -169,6 +182,8 @@ def sim_world(request: pytest.FixtureRequest) -> Iterator[SimWorld]:
             setattr(config, name, value)
     world = SimWorld(seed=seed, config=config)
     request.node.stash[WORLD] = world
+    # the test's own property in a junit XML report: a scenario file's seed may differ from the run's
+    request.node.user_properties.append(("datadist_seed", seed))
     with world.activate():
         if path is not None:
             world.faults.load(path)
@@ -418,6 +433,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error"):
+        # ``-q`` drops the header that names the seed; a failed run says it again at its end
+        terminalreporter.write_line(_seed_line(config))
     coverage = config.stash.get(COVERAGE, None)
     if coverage is None:
         return

@@ -73,8 +73,10 @@ def test_a_timed_out_pull_breaks_the_link_and_only_a_relinking_policy_recovers()
     plain = Driver(SMALL, immediate(), [rule]).run()
     relinking = Driver(SMALL, code_aware(), [rule.copy()]).run()
     codes = Counter(c for r in plain for c in r.codes)
-    assert codes["LLM_WAIT_PROCESS_TIMEOUT"] == 1
-    assert codes["LLM_NOT_YET_LINK"] > 0
+    # KvCacheManager mode: GE keeps the broken link's entry, so every later pull over it is sent and
+    # times out as well (docs/vendor_facts.md, "v1: a pull over a link a timeout broke")
+    assert codes["LLM_WAIT_PROCESS_TIMEOUT"] > 1
+    assert codes["LLM_NOT_YET_LINK"] == 0
     assert all(r.ok for r in relinking)
     assert sum(not r.ok for r in plain) > 1
 

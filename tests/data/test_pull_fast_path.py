@@ -123,3 +123,40 @@ def test_a_pull_beside_another_thread_waits_for_a_store_lock_held_elsewhere(worl
     assert finished.is_set()
     for s, t in zip(views(world, src), views(world, dst)):
         np.testing.assert_array_equal(t, s)
+
+
+def test_a_blocks_pull_goes_whole_in_one_pass_and_matches_the_planned_path(
+    world: SimWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commonest ``pull_blocks`` (blocks into blocks, every tensor) takes ``block_pulls``' one pass,
+    and moves the bytes and lets pass the time that the planned path does for the same pull."""
+    from datadist_sim._world import block_pulls
+    from datadist_sim.llm_datadist import BlocksCacheKey, CacheDesc, DataType
+
+    p, d = pair(v2=True)
+    bdesc = CacheDesc(2, [16, 8, 16], DataType.DT_FLOAT16)
+    src = p.cache_manager.allocate_blocks_cache(bdesc, BlocksCacheKey(P_ID, 0))
+    fill(world, src, seed=5)
+    outcomes = []
+    for one_pass in (True, False):
+        taken = []
+        real = block_pulls.blocks_at_once
+
+        def spy(*args: Any, _real: Any = real, _taken: Any = taken, _one: bool = one_pass) -> bool:
+            _taken.append(True)
+            return bool(_real(*args)) if _one else False
+
+        monkeypatch.setattr(pulls, "blocks_at_once", spy)
+        dst = d.cache_manager.allocate_blocks_cache(bdesc)
+        fill(world, dst, seed=6)
+        start = world.now()
+        d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [9, 2, 15], [0, 7, 3])
+        outcomes.append(([v.copy() for v in views(world, dst)], world.now() - start))
+        assert taken == [True]
+        d.cache_manager.deallocate_blocks_cache(dst)
+    (fast, fast_s), (planned, planned_s) = outcomes
+    assert fast_s == pytest.approx(planned_s)
+    for a, b in zip(fast, planned):
+        np.testing.assert_array_equal(a, b)
+    for s, t in zip(views(world, src), fast):
+        np.testing.assert_array_equal(t[[0, 7, 3]], s[[9, 2, 15]])

@@ -180,3 +180,38 @@ def test_a_member_that_slept_and_woke_links_anew_with_the_member_that_stayed(wor
     d.unlink(d_new)
     p.unlink(p_new)
     assert world.links() == []
+
+
+def _own_device_first(own_rank: int, *, indent: int = 0, **device_changes: str) -> str:
+    """The table a connector on one host builds for one member: its own server and device listed first,
+    written with its own formatting; ``device_changes`` alter the other member's device."""
+    table = json.loads(RANK_TABLE)
+    servers = table["server_list"]
+    servers.sort(key=lambda server: server["device"][0]["rank_id"] != str(own_rank))
+    servers[1]["device"][0].update(device_changes)
+    return json.dumps({k: table[k] for k in reversed(list(table))}, indent=indent or None)
+
+
+def test_members_whose_tables_list_the_same_ranks_in_their_own_order_link(world: SimWorld) -> None:
+    """HCCL reads each member's own table and sorts the ranks by rank id; hixl compares no strings
+    (docs/vendor_facts.md, "Connectors and defects"). Tables that differ only in order and layout
+    describe one communicator."""
+    p, d = prompt(1, v2=True), decoder(2, v2=True)
+    p_id = p.link("own-first", {1: 0, 2: 1}, _own_device_first(0))
+    d_id = d.link("own-first", {1: 0, 2: 1}, _own_device_first(1, indent=2))
+    assert _poll(d, d_id)[-1] is RegisterMemStatus.OK
+    assert p.query_register_mem_status(p_id) is RegisterMemStatus.OK
+    assert world.is_linked(1, 2)
+
+
+@pytest.mark.parametrize(
+    "change", [{"device_ip": "10.0.0.9"}, {"device_id": "3"}, {"rank_id": "5"}], ids=lambda c: next(iter(c))
+)
+def test_members_whose_tables_place_a_rank_differently_leave_it_failed(
+    world: SimWorld, change: dict[str, str]
+) -> None:
+    p, d = prompt(1, v2=True), decoder(2, v2=True)
+    p.link("c", {1: 0, 2: 1}, RANK_TABLE)
+    comm_id = d.link("c", {1: 0, 2: 1}, _own_device_first(1, **change))
+    assert d.query_register_mem_status(comm_id) is RegisterMemStatus.FAILED
+    assert not world.is_linked(1, 2)

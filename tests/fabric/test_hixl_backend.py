@@ -214,3 +214,41 @@ def test_hixl_switch_role_to_another_listen_address_is_feature_not_enabled(world
         p.switch_role(LLMRole.DECODER, {"llm.listenIpInfo": f"{PROMPT_IP}:27000"})
     assert caught.value.status_code is S.LLM_FEATURE_NOT_ENABLED
     p.switch_role(LLMRole.DECODER, {"llm.listenIpInfo": f"{PROMPT_IP}:{P_PORT}"})
+
+
+# -- Decodes listening on port 0 (client-only engines) ---------------------------------------------
+
+
+def test_hixl_decodes_on_port_0_link_out_both_ways_of_data_and_nobody_links_to_them(world: SimWorld) -> None:
+    """A serving engine's Decodes on one host give ``llm.listenIpInfo`` port 0: neither hixl engine
+    listens then (adxl ``channel_msg_handler.cc:191-194``, hixl_cs ``hixl_server.cc:96``), so two of them
+    share the address, each links to the Prompt, and both directions of data go over those links (a
+    pull of the Prompt's KV, a push back); a Prompt linking to a Decode's port 0 reaches nobody
+    (``LLM_LINK_FAILED``), while the Prompt's own link to a Decode that listens on a port works."""
+    p = hixl(LLMRole.PROMPT, 0, PROMPT_IP, P_PORT)
+    decodes = [hixl(LLMRole.DECODER, 1, DECODE_IP, 0), hixl(LLMRole.DECODER, 2, DECODE_IP, 0)]
+    p_cache = p.cache_manager.allocate_cache(desc())
+    for v in views(world, p_cache):
+        v[...] = 5.0
+    for n, d in enumerate(decodes, start=1):
+        assert d.link_clusters([to_prompt()]) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
+        back = info(n, 0, remote_ip=DECODE_IP, local_ip=PROMPT_IP)
+        assert p.link_clusters([back], 1000) == (S.LLM_LINK_FAILED, [S.LLM_LINK_FAILED])
+        d_cache = d.cache_manager.allocate_cache(desc())
+        d.cache_manager.pull_cache(CacheKeyByIdAndIndex(0, p_cache.cache_id, 0), d_cache, 1)
+        for v in views(world, d_cache):
+            assert (v[1] == 5.0).all()
+            assert (v[0] == 0.0).all()
+            v[0] = float(n)
+        d.cache_manager.push_cache(CacheKeyByIdAndIndex(0, p_cache.cache_id, 1), d_cache, 0)
+        for v in views(world, p_cache):
+            assert (v[1] == float(n)).all()
+    assert sorted(world.links()) == [(1, 0), (2, 0)]
+    listening = hixl(LLMRole.DECODER, 3, DECODE_IP, D_PORT)
+    assert p.link_clusters([info(3, D_PORT, remote_ip=DECODE_IP, local_ip=PROMPT_IP)]) == (
+        S.LLM_SUCCESS,
+        [S.LLM_SUCCESS],
+    )
+    assert listening.link_clusters([to_prompt()]) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
+    assert (0, 3) in world.links()
+    assert (3, 0) in world.links()

@@ -162,7 +162,9 @@ def test_delay_past_sync_kv_timeout_times_out_and_breaks_the_link(world: SimWorl
     before = world.now()
     assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is code
     assert world.now() - before == pytest.approx(1.0)  # sync_kv_timeout, the default 1000 ms
-    assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is S.LLM_NOT_YET_LINK
+    # v2: the link is gone; v1 keeps the entry and the next pull goes unanswered (vendor_facts.md)
+    later = S.LLM_NOT_YET_LINK if v2 else S.LLM_WAIT_PROCESS_TIMEOUT
+    assert code_of(lambda: dm.pull_cache(CacheKey(P_ID, 1), dst)) is later
     assert not any(v.any() for v in tensor_views(dst))
 
 

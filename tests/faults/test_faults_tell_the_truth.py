@@ -67,7 +67,7 @@ def _timeout(v2: bool) -> S:
 
 
 @pytest.mark.parametrize("v2", [True, False], ids=["CacheManager", "KvCacheManager"])
-def test_prompt_killed_by_a_timed_fault_mid_pull_times_the_pull_out_then_not_yet_link(
+def test_prompt_killed_by_a_timed_fault_mid_pull_times_the_pull_out_then_the_link_answers_as_its_engine(
     world: SimWorld, v2: bool
 ) -> None:
     _, _, dst, pull = _setup(world, v2)
@@ -77,9 +77,20 @@ def test_prompt_killed_by_a_timed_fault_mid_pull_times_the_pull_out_then_not_yet
     assert P_ID in world.killed
     assert world.now() - start == pytest.approx(1.0)  # the whole sync_kv_timeout, from the pull's start
     assert not any(v.any() for v in views(world, dst))  # nothing was delivered
+    _then_the_link_answers_by_its_engine(world, v2, pull)
+
+
+def _then_the_link_answers_by_its_engine(world: SimWorld, v2: bool, pull: Callable[[], S]) -> None:
+    """After a pull the peer's loss timed out: v2 says at once that the link is gone; v1 keeps the
+    Decoder's entry (GE ``cluster_manager.cpp:165-170``), so the next pull is sent, never answered,
+    and times out again after sync_kv_timeout, until the client unlinks."""
     before = world.now()
-    assert pull() is S.LLM_NOT_YET_LINK
-    assert world.now() == before  # at once
+    if v2:
+        assert pull() is S.LLM_NOT_YET_LINK
+        assert world.now() == before  # at once
+    else:
+        assert pull() is S.LLM_WAIT_PROCESS_TIMEOUT
+        assert world.now() - before == pytest.approx(1.0)
 
 
 def test_timed_kill_after_the_pull_ends_does_not_touch_it(world: SimWorld) -> None:
@@ -136,7 +147,7 @@ def hooked() -> Iterator[Tuple[SimWorld, _ClockWithHook]]:
 
 @pytest.mark.parametrize("how", ["finalize", "kill"])
 @pytest.mark.parametrize("v2", [True, False], ids=["CacheManager", "KvCacheManager"])
-def test_prompt_gone_from_another_thread_mid_pull_times_the_pull_out_then_not_yet_link(
+def test_prompt_gone_from_another_thread_mid_pull_times_the_pull_out_then_the_link_answers_as_its_engine(
     hooked: Tuple[SimWorld, _ClockWithHook], how: str, v2: bool
 ) -> None:
     world, clock = hooked
@@ -148,9 +159,7 @@ def test_prompt_gone_from_another_thread_mid_pull_times_the_pull_out_then_not_ye
     assert world.node(P_ID) is None
     assert world.now() - start == pytest.approx(1.0)
     assert not any(v.any() for v in views(world, dst))
-    before = world.now()
-    assert pull() is S.LLM_NOT_YET_LINK
-    assert world.now() == before
+    _then_the_link_answers_by_its_engine(world, v2, pull)
 
 
 # -- poison ----------------------------------------------------------------------------------------
@@ -232,8 +241,9 @@ def _v1_cluster() -> object:
 def test_v1_link_broken_by_a_timeout_stays_until_unlinked_and_every_call_agrees(
     world: SimWorld, cause: str
 ) -> None:
-    """GE keeps the link entry after a timed-out pull: link_clusters says ALREADY_LINK, pulls fail at
-    once as on any broken link, the heartbeat times out; unlink removes the entry, then a link links."""
+    """GE keeps the link entry after a timed-out pull: link_clusters says ALREADY_LINK, so a pull does
+    not say the link is missing: it is sent and never answered (LLM_WAIT_PROCESS_TIMEOUT after
+    sync_kv_timeout), as the heartbeat is; unlink removes the entry, then a link links."""
     _, d, _, pull = _setup(world, v2=False)
     if cause == "timeout":
         world.faults.add(Fault.timeout(op="pull_cache", nth=1))
@@ -242,7 +252,9 @@ def test_v1_link_broken_by_a_timeout_stays_until_unlinked_and_every_call_agrees(
     assert pull() is S.LLM_WAIT_PROCESS_TIMEOUT
     cluster = _v1_cluster()
     assert d.link_clusters([cluster], 1000) == (S.LLM_SUCCESS, [S.LLM_ALREADY_LINK])
-    assert pull() is S.LLM_NOT_YET_LINK
+    before = world.now()
+    assert pull() is S.LLM_WAIT_PROCESS_TIMEOUT
+    assert world.now() - before == pytest.approx(1.0)  # sync_kv_timeout: sent, never answered
     assert code_of(lambda: d.check_link_status(P_ID)) is S.LLM_WAIT_PROCESS_TIMEOUT
     assert world.is_linked(D_ID, P_ID) is (cause == "timeout")
     unlinked = d.unlink_clusters([cluster], 1000)

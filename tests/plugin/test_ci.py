@@ -10,6 +10,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 STRICT = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark", "-W", "error")
+INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 SEED_TEST = """
 def test_seed(sim_world):
     assert sim_world.seed == {seed}
@@ -53,7 +54,7 @@ def test_a_seed_that_is_not_an_integer_is_a_usage_error(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DATADIST_SIM_SEED", "seven")
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeini(INI)
     pytester.makepyfile(SEED_TEST.format(seed=7))
     result = pytester.runpytest(*STRICT)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -79,3 +80,67 @@ def test_the_failure_report_names_each_rule_that_never_fired(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["rule never fired: Fault.timeout(op=('pull_cache',), nth=3)"])
     assert "rule never fired: Fault.hang" not in result.stdout.str()
+
+
+FAILING_TESTS = """
+def test_fails_with_the_world(sim_world):
+    assert False
+
+def test_fails_without_the_world():
+    assert False
+
+def test_passes(sim_world):
+    pass
+"""
+
+
+def test_a_quiet_run_that_fails_names_the_seed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pytest -q`` (the README's CI command) prints no header; a failed run names its seed at the end,
+    also when the failing test never asked for a world."""
+    monkeypatch.setenv("DATADIST_SIM_SEED", "4242")
+    pytester.makeini(INI)
+    path = pytester.makepyfile(FAILING_TESTS)
+    result = pytester.runpytest(
+        *STRICT, "-q", f"{path}::test_fails_without_the_world", f"{path}::test_passes"
+    )
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "datadist-sim: seed 4242 (rerun with --datadist-seed=4242) from $DATADIST_SIM_SEED" in out
+
+
+def test_a_quiet_run_that_passes_stays_quiet(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATADIST_SIM_SEED", "4242")
+    pytester.makeini(INI)
+    path = pytester.makepyfile(FAILING_TESTS)
+    result = pytester.runpytest(*STRICT, "-q", f"{path}::test_passes")
+    assert result.ret == pytest.ExitCode.OK
+    assert "4242" not in result.stdout.str()
+
+
+def test_the_junit_report_carries_the_seed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite's properties hold the run's seed; each test that had a world holds its world's."""
+    import xml.etree.ElementTree as ET
+
+    monkeypatch.setenv("DATADIST_SIM_SEED", "4242")
+    pytester.makeini(INI)
+    pytester.makepyfile(FAILING_TESTS)
+    report = pytester.path / "report.xml"
+    pytester.runpytest(*STRICT, "-q", f"--junitxml={report}")
+    root = ET.parse(report).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    suite_props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert suite_props == {"datadist_seed": "4242"}
+    per_test = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.findall("properties/property")}
+        for case in suite.findall("testcase")
+    }
+    assert per_test["test_fails_with_the_world"] == {"datadist_seed": "4242"}
+    assert per_test["test_passes"] == {"datadist_seed": "4242"}
+    assert per_test["test_fails_without_the_world"] == {}

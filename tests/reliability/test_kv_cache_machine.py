@@ -305,9 +305,10 @@ class KvCacheMachine(FabricMachine):
             allowed = S.LLM_KV_CACHE_NOT_EXIST
         elif d == p:
             allowed = S.LLM_PARAM_INVALID
-        elif (
-            (d, p) not in self.ends or (p, d) not in self.ends or p not in self.nodes or (d, p) in self.broken
-        ):
+        elif (d, p) in self.ends and (d, p) in self.broken:
+            # GE keeps a broken link's entry: the pull is sent and never answered (vendor_facts.md)
+            allowed = S.LLM_WAIT_PROCESS_TIMEOUT
+        elif (d, p) not in self.ends or (p, d) not in self.ends or p not in self.nodes:
             allowed = S.LLM_NOT_YET_LINK
         elif src is None:
             allowed = S.LLM_KV_CACHE_NOT_EXIST

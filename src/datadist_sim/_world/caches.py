@@ -240,13 +240,32 @@ class NodeCaches:
         remote_accessible: bool = True,
     ) -> CacheEntry:
         with self.lock:
-            bound = self._check_keys(keys, batch_size, is_blocks)
+            # hixl binds a registered blocks cache's key by assignment, without ``CheckCacheKeys``
+            # (``RegisterCacheEntry``, ``cache_manager.cc:138-149``; ``AddCacheIndices``, ``:264-265``):
+            # the last cache registered under a ``BlocksCacheKey`` takes the key over, and a pull by it
+            # reads that cache (``send_state.cc:173-178`` looks the key up)
+            takes_over = is_blocks and self.mode is Mode.CACHE_MANAGER
+            if takes_over:
+                bound: Bound = [(ek, 0) for ek in map(engine_key, keys) if ek is not None]
+            else:
+                bound = self._check_keys(keys, batch_size, is_blocks)
             entry = CacheEntry(
                 self._next_id, len(addrs), tensor_size, batch_size, list(addrs), device, is_blocks, True, None
             )
             entry.remote_accessible = remote_accessible
             self.ledger.register(entry.cache_id, addrs, tensor_size, device=device)
+            if takes_over:
+                for ek, _ in bound:
+                    self._unbind(ek)
             return self._add(entry, bound)
+
+    def _unbind(self, ek: EngineKey) -> None:
+        """Take ``ek`` from the cache that holds it; that cache stays, keyless (``RemoveCacheIndices``,
+        ``cache_manager.cc:284-291``, later drops a key only where it still names the cache)."""
+        held = self.key_table.pop(ek, None)
+        holder = None if held is None else self.caches.get(held[0])
+        if holder is not None:
+            holder.keys.discard(ek)
 
     def _free(self, entry: CacheEntry) -> None:
         for ek in list(entry.keys):

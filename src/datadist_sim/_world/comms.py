@@ -1,6 +1,7 @@
 """Rank-table communicators: ``link`` / ``unlink`` / ``query_register_mem_status`` (CacheManager mode).
 
-Every member calls ``link`` with the same ``comm_name``, ``cluster_rank_info`` and rank table. The
+Every member calls ``link`` with the same ``comm_name``, ``cluster_rank_info`` and a rank table that
+describes the same ranks (``_rank_facts``: the same servers and devices, in any order). The
 communicator is PREPARING until all members have joined and ``comm_setup_s`` has passed, then OK, and
 the members are linked for transfers. Members that disagree on the rank information leave it FAILED.
 
@@ -18,13 +19,16 @@ import json
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Dict, Optional, Protocol
+from typing import Any, Dict, FrozenSet, Optional, Protocol, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.clock import Wake
 from datadist_sim._world.cluster import ClusterNode, PeerLink, reads_table
 from datadist_sim._world.config import SimConfig
 from datadist_sim._world.errors import SimError
+
+RankFacts = FrozenSet[Tuple[str, ...]]
+"""What a rank table says about its communicator (``_rank_facts``)."""
 
 
 class CommWorld(Protocol):
@@ -65,7 +69,7 @@ class _Member:
     comm_id: int
     joined_at: float
     rank_info: Dict[int, int]
-    rank_table: str
+    rank_facts: RankFacts
 
 
 @dataclass
@@ -111,7 +115,7 @@ class CommRegistry:
         world, own = self._world, node.cluster_id
         if own not in rank_info:
             raise SimError(LLMStatusCode.LLM_PARAM_INVALID, f"cluster_id {own} is not in cluster_rank_info")
-        _check_rank_table(rank_table)
+        facts = _rank_facts(_check_rank_table(rank_table))
         with world.lock:
             if sum(len(ids) for ids in self._by_id.values()) >= world.config.max_links:
                 raise SimError(LLMStatusCode.LLM_PARAM_INVALID, "Link num is over limit:512.")
@@ -120,7 +124,7 @@ class CommRegistry:
                 raise SimError(LLMStatusCode.LLM_ALREADY_LINK, f"comm {name} is already linked")
             comm_id = self._next_id.get(own, 1)
             self._next_id[own] = comm_id + 1
-            comm.members[own] = _Member(comm_id, world.now(), dict(rank_info), rank_table)
+            comm.members[own] = _Member(comm_id, world.now(), dict(rank_info), facts)
             self._by_id.setdefault(own, {})[comm_id] = comm
             self._settle(comm)
         world.record(own, "comm.join", "ok", f"comm {name} id {comm_id}")
@@ -130,7 +134,7 @@ class CommRegistry:
         """Once everyone has joined: check agreement, then schedule OK and link the members."""
         first = next(iter(comm.members.values()))
         if any(
-            m.rank_info != comm.expected or m.rank_table != first.rank_table for m in comm.members.values()
+            m.rank_info != comm.expected or m.rank_facts != first.rank_facts for m in comm.members.values()
         ):
             comm.consistent = False
             return
@@ -228,7 +232,7 @@ class CommRegistry:
         return float(total) if total > 0 else self._world.config.hccl_connect_timeout_s
 
 
-def _check_rank_table(rank_table: str) -> None:
+def _check_rank_table(rank_table: str) -> Dict[str, Any]:
     """What HCCL needs before it builds the communicator; anything else fails ``link`` with
     ``LLM_LINK_FAILED`` (hixl ``comm_link_manager.cc:364-367``: ``HcclCommInitClusterInfoMemConfig``).
 
@@ -264,3 +268,48 @@ def _check_rank_table(rank_table: str) -> None:
         raise SimError(LLMStatusCode.LLM_LINK_FAILED, 'rank_table has no "server_list"')
     if not servers:
         raise SimError(LLMStatusCode.LLM_LINK_FAILED, 'rank_table "server_list" is empty')
+    return table
+
+
+def _rank_facts(table: Dict[str, Any]) -> RankFacts:
+    """What a rank table says about the communicator, whatever the order it is written in: one fact per
+    device, (rank id, server id, host ip, device id, device ip), and one per super pod member.
+
+    Nothing compares the members' strings: hixl hands each member's own table to HCCL
+    (``comm_link_manager.cc:361-367``), and HCCL's concise parser reads each server's ``server_id`` and
+    ``host_ip`` and each device's ``rank_id``, ``device_id`` and ``device_ip``, then sorts the ranks by
+    rank id before it finds its own (hcomm 0427d01 ``topoinfo_ranktableConcise.cc``,
+    ``ParserClusterInfo``, ``GetSingleServer``, ``GetSingleDevice``). So two members whose tables list
+    the same servers and devices in another order (each its own device first, as a connector on one
+    host builds them) form one communicator; tables that place a rank elsewhere do not."""
+    facts: Set[Tuple[str, ...]] = set()
+    for server in table["server_list"] if isinstance(table["server_list"], list) else ():
+        if not isinstance(server, dict):
+            facts.add(("server", json.dumps(server, sort_keys=True)))
+            continue
+        server_id, host_ip = _text(server.get("server_id")), _text(server.get("host_ip"))
+        devices = server.get("device")
+        for device in devices if isinstance(devices, list) else [devices]:
+            fields = device if isinstance(device, dict) else {}
+            facts.add(
+                (
+                    "rank",
+                    _text(fields.get("rank_id")),
+                    server_id,
+                    host_ip,
+                    _text(fields.get("device_id")),
+                    _text(fields.get("device_ip")),
+                )
+            )
+    pods = table.get("super_pod_list")
+    for pod in pods if isinstance(pods, list) else ():
+        members = pod.get("server_list") if isinstance(pod, dict) else None
+        for member in members if isinstance(members, list) else ():
+            named = member.get("server_id") if isinstance(member, dict) else member
+            facts.add(("pod", _text(pod.get("super_pod_id")), _text(named)))
+    return frozenset(facts)
+
+
+def _text(value: object) -> str:
+    """A field as JSON text, so a missing field, a string and a number stay three different facts."""
+    return json.dumps(value, sort_keys=True)

@@ -5,11 +5,12 @@ the same time pass and commits the same bytes with a few lookups (issue 15).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world.block_pulls import block_rows, blocks_at_once, tensor_views
 from datadist_sim._world.cache_table import check_accessible, check_reachable, table_of
 from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_check
 from datadist_sim._world.clock import VirtualClock, other_threads
@@ -168,9 +169,8 @@ def _fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool
         return _in_real_time(world, node, request)
     # no other thread: nothing can contend for the locks, so the one-pass pull goes without them (a
     # lock is 4 % of a small pull; a finalizer run in this thread would pass the reentrant lock too)
-    return _pull_at_once(world, node, request, peer, clock.pass_alone) or _planned(
-        world, node, request, clock
-    )
+    at_once = blocks_at_once if request.blocks else _pull_at_once
+    return at_once(world, node, request, peer, clock.pass_alone) or _planned(world, node, request, clock)
 
 
 def _unsafe(world: SimWorld, peer: PeerLink, remote_id: int) -> bool:
@@ -222,7 +222,8 @@ def _beside_others(
                     or link_in_use(local, store, node.cluster_id, remote_id)
                 ):
                     return False
-                return _pull_at_once(world, node, request, peer, clock.sleep)
+                at_once = blocks_at_once if request.blocks else _pull_at_once
+                return at_once(world, node, request, peer, clock.sleep)
             finally:
                 store.lock.release()
         finally:
@@ -396,21 +397,6 @@ def _commit(
     return False
 
 
-def tensor_views(world: SimWorld, entry: CacheEntry) -> Tuple[memoryview, ...]:
-    """Each tensor's bytes of a pool-backed cache, resolved once for the cache's life (``CacheEntry.views``,
-    dropped when its memory is freed); empty when they cannot be: registered memory, metadata-only
-    worlds, or a tensor that is not an allocation of its own."""
-    views = entry.views
-    if views is None:
-        views = ()
-        if entry.pool is not None:
-            found = [world.memory.backing(a, entry.tensor_size) for a in entry.addrs]
-            if all(b is not None for b in found):
-                views = tuple(b.data[: entry.tensor_size] for b in found if b is not None)
-        entry.views = views
-    return views
-
-
 def _copy_blocks_at_once(world: SimWorld, plan: BlockRanges) -> bool:
     """Blocks to blocks between pool-backed caches: resolve each tensor once and move all its blocks with
     one numpy fancy-index copy, the same bytes ``space_copy`` would move range by range (the ranges are
@@ -430,28 +416,3 @@ def _copy_blocks_at_once(world: SimWorld, plan: BlockRanges) -> bool:
     for s, d in plan.pairs:
         targets[d][d_rows] = sources[s][s_rows]
     return True
-
-
-def block_rows(world: SimWorld, entry: CacheEntry) -> Tuple[np.ndarray, ...]:
-    """Each tensor's bytes as an array of blocks, one opaque element per block (one memcpy per block, not
-    one per byte), made once from ``tensor_views`` and made again whenever those are."""
-    views = tensor_views(world, entry)
-    made = entry.rows
-    if made is None or made[0] is not views:
-        row = _row_type(entry.batch_bytes) if entry.batch_bytes else np.dtype(np.uint8)
-        count = entry.batch_size if entry.batch_bytes else 0
-        made = (views, tuple(np.frombuffer(v, dtype=row, count=count) for v in views))
-        entry.rows = made
-    return made[1]
-
-
-_ROW_TYPES: Dict[int, np.dtype[np.void]] = {}
-
-
-def _row_type(nbytes: int) -> np.dtype[np.void]:
-    """A numpy type of ``nbytes`` opaque bytes, made once per size (making one costs as much as a
-    small copy)."""
-    row = _ROW_TYPES.get(nbytes)
-    if row is None:
-        row = _ROW_TYPES.setdefault(nbytes, np.dtype((np.void, nbytes)))
-    return row

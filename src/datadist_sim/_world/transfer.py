@@ -111,11 +111,19 @@ def _check_uce(world: SimWorld, ranges: List[Range], remote_is_src: bool) -> Non
 
 
 def _silent(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:
-    """The peer of a (not yet broken) link will not answer: its process died, or a fault holds."""
+    """The peer of a link will not answer: its process died, or a fault holds. A broken v2 link is
+    not silent but missing (``_remote``: ``LLM_NOT_YET_LINK``, the status table's remedy).
+
+    A broken v1 link stays silent: GE keeps the Decoder's entry after a timed-out pull and looks only
+    for it (``dflow/udf/built_in/llm_common/cluster_manager.cpp:165-170``; not-linked is for a missing
+    entry alone), so the next pull is sent to the Prompt, whose entity is in its error state and skipped
+    by the Prompt's loop (``entity/llm_comm_entity_mgr.cpp:195-229``): nothing answers, and the pull
+    ends when its wait does (``llm_common/llm_common.cpp:93-96``, ``kFsmTimeout``, which is
+    ``LLM_WAIT_PROCESS_TIMEOUT``: ``fsm/state_define.h:27``, ``llm_error_codes_v1.h:20``)."""
     peer = node.peers.get(remote_id)
-    if peer is None or peer.broken:
+    if peer is None or (peer.broken and node.mode is not Mode.KV_CACHE_MANAGER):
         return False
-    return peer.peer_lost or world.unreachable(node.cluster_id, remote_id)
+    return peer.broken or peer.peer_lost or world.unreachable(node.cluster_id, remote_id)
 
 
 def _peer_gone(world: SimWorld, node: ClusterNode, remote_id: int, remote: Optional[ClusterNode]) -> bool:

@@ -153,20 +153,22 @@ class SimWorld:
     # -- listeners ------------------------------------------------------------------------------
 
     def _open_listeners(self, node: ClusterNode, endpoints: List[Endpoint]) -> None:
-        busy = [ep for ep in endpoints if ep in self._listeners or ep in self.hixl.listeners]
-        if busy or len(set(endpoints)) != len(endpoints):
-            shown = busy[0] if busy else endpoints[0]
+        opened = _listening(node, endpoints)
+        busy = [ep for ep in opened if ep in self._listeners or ep in self.hixl.listeners]
+        if busy or len(set(opened)) != len(opened):
+            shown = busy[0] if busy else opened[0]
             raise SimError(
                 LLMStatusCode.LLM_FAILED, f"listen endpoint {shown[0]}:{shown[1]} is already in use"
             )
-        for ep in endpoints:
+        for ep in opened:
             self._listeners[ep] = node.cluster_id
         node.listeners = list(endpoints)
 
     def close_listeners(self, node: ClusterNode) -> None:
         with self.lock:
-            for ep in node.listeners:
-                self._listeners.pop(ep, None)
+            for ep in _listening(node, node.listeners):
+                if self._listeners.get(ep) == node.cluster_id:
+                    del self._listeners[ep]
             node.listeners = []
 
     def listener_at(self, endpoint: Endpoint) -> Optional[ClusterNode]:
@@ -360,3 +362,13 @@ def store_of(world: SimWorld, node: ClusterNode) -> NodeCaches:
             raise SimError(LLMStatusCode.LLM_ENGINE_FINALIZED, f"cluster {node.cluster_id} is finalized")
         raise SimError(LLMStatusCode.LLM_FAILED, f"cluster {node.cluster_id} is not initialised")
     return store
+
+
+def _listening(node: ClusterNode, endpoints: List[Endpoint]) -> List[Endpoint]:
+    """The endpoints ``node`` accepts connections on. A hixl-backend instance given port 0 is a client
+    only: neither of its engines listens then (adxl ``channel_msg_handler.cc:191-194`` starts its daemon
+    only for a port above 0; hixl_cs ``hixl_server.cc:96``, ``hixl_engine.h:34``), so it links out and
+    nobody can link to it; it keeps the address as its own (``switch_role`` compares it)."""
+    if not node.hixl:
+        return endpoints
+    return [ep for ep in endpoints if ep[1] != 0]
