@@ -243,3 +243,91 @@ def trusts_the_link(world: SimWorld) -> None:
         except llm.LLMException as exc:
             if exc.status_code != llm.LLMStatusCode.LLM_TIMEOUT:
                 raise RuntimeError(f"unhandled {exc.status_code.name} after a timed-out pull") from exc
+
+
+def _kv_options(listen: str = "") -> Dict[str, str]:
+    opts = {"ge.exec.deviceId": "0", "ge.flowGraphMemMaxSize": str(16 << 20)}
+    if listen:
+        opts["llm.listenIpInfo"] = listen
+    return opts
+
+
+class KvConnector:
+    """The careful connector in KvCacheManager mode (``llm_datadist`` without the cache manager): the
+    v1 manager raises ``llm_datadist_v1.LLMException`` with v1 codes, compared by name; a timed-out
+    pull is ``LLM_WAIT_PROCESS_TIMEOUT``, after which the link is unlinked and made again before the
+    one retry; any other failure gives the request up."""
+
+    requests = REQUESTS
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.dd: Any = None
+        self.dst: Any = None
+
+    def relink(self) -> bool:
+        cluster = _cluster(self.llm)
+        self.dd.unlink_clusters([cluster], 2000, force=True)
+        for _ in range(3):
+            ret, _rets = self.dd.link_clusters([cluster], 2000)
+            if ret == self.llm.LLMStatusCode.LLM_SUCCESS:
+                return True
+        return False
+
+    def pull(self, req: int) -> bool:
+        import llm_datadist_v1
+
+        key = self.llm.CacheKey(P_ID, req)
+        manager = self.dd.kv_cache_manager
+        try:
+            manager.pull_cache(key, self.dst, batch_index=req)
+            return True
+        except llm_datadist_v1.LLMException as exc:
+            if exc.status_code.name != "LLM_WAIT_PROCESS_TIMEOUT" or not self.relink():
+                return False
+        try:
+            manager.pull_cache(key, self.dst, batch_index=req)
+        except llm_datadist_v1.LLMException:
+            return False
+        return True
+
+    def serve(self) -> List[int]:
+        import llm_datadist_v1
+
+        llm = self.llm
+        served: List[int] = []
+        try:
+            self.dd = llm.LLMDataDist(llm.LLMRole.DECODER, D_ID)
+            self.dd.init(_kv_options())
+            self.dst = self.dd.kv_cache_manager.allocate_cache(_desc(llm, self.requests))
+            if not self.relink():
+                return served
+        except (llm.LLMException, llm_datadist_v1.LLMException):
+            return served
+        served.extend(req for req in range(self.requests) if self.pull(req))
+        return served
+
+
+def kv_careful(world: SimWorld) -> None:
+    """``careful`` in KvCacheManager mode: no error escapes, every served request holds its bytes."""
+    import llm_datadist
+    import llm_datadist_v1
+
+    try:
+        p = llm_datadist.LLMDataDist(llm_datadist.LLMRole.PROMPT, P_ID)
+        p.init(_kv_options(f"{PROMPT_IP}:{PORT}"))
+        keys = [llm_datadist.CacheKey(P_ID, r) for r in range(REQUESTS)]
+        src = p.kv_cache_manager.allocate_cache(_desc(llm_datadist, REQUESTS), keys)
+    except (llm_datadist.LLMException, llm_datadist_v1.LLMException):
+        return
+    for i, view in enumerate(tensor_views(src)):
+        view[...] = np.arange(view.size, dtype=np.float16).reshape(view.shape) + i
+    want = [view.copy() for view in tensor_views(src)]
+    connector = KvConnector(llm_datadist)
+    served = connector.serve()
+    world.faults.clear()
+    if not served or D_ID in world.killed:
+        return
+    for req in served:
+        for a, b in zip(want, tensor_views(connector.dst)):
+            assert np.array_equal(a[req], b[req]), f"request {req} was served with the wrong bytes"

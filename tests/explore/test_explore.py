@@ -53,6 +53,18 @@ def test_careful_client_survives_swarm_runs_of_every_kind() -> None:
     assert set(outcome.fired()) >= {"fail", "delay", "timeout", "kill"}
 
 
+def test_careful_kv_cache_manager_client_sees_only_codes_its_mode_gives_and_survives() -> None:
+    """KvCacheManager mode: explore draws the v1 codes (``LLM_WAIT_PROCESS_TIMEOUT`` for a timeout, never
+    the CacheManager's ``LLM_TIMEOUT``), and a client that handles them correctly is never failed."""
+    outcome = explore("tests.explore.clients:kv_careful", Options(runs=300, workers=1, seed=3))
+    assert outcome.failures == []
+    assert set(outcome.fired()) >= {"fail", "timeout", "kill", "cut_link"}
+    seen = {code for result in outcome.results for code in result.codes}
+    assert "LLM_WAIT_PROCESS_TIMEOUT" in seen
+    assert "LLM_TIMEOUT" not in seen
+    assert "LLM_OUT_OF_MEMORY" not in seen
+
+
 def test_two_fault_bug_is_found_by_the_systematic_pairs_and_shrunk_to_two_rules() -> None:
     outcome = explore(TWICE, Options(runs=300, workers=1))
     assert outcome.first_failure is not None
