@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     codes.add_argument("--json", action="store_true", help="machine-readable output")
     codes.set_defaults(func=cmd_codes)
     demo = sub.add_parser("demo", help="Prompt + Decode clusters, a link, pulls, a fault, a summary")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=int, default=0, help="the world's seed (default 0)")
     demo.add_argument("--json", action="store_true", help="machine-readable summary")
     demo.set_defaults(func=cmd_demo)
     run = sub.add_parser("run", help="run a fault scenario against the reference Prompt/Decode workload")

@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="bench", required=True)
     retry = sub.add_parser("retry", help="policy x scenario table under faults (simulated time)")
-    retry.add_argument("--seed", type=int, default=0)
+    retry.add_argument(
+        "--seed", type=int, default=0, help="the seed every policy, scenario and rate runs with (default 0)"
+    )
     retry.add_argument("--out", type=Path, default=Path("bench-results"), help="directory for JSON and PNGs")
     retry.add_argument("--policies", help="comma-separated subset of the built-in policies")
     retry.add_argument(
