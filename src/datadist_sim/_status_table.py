@@ -1,7 +1,8 @@
 """What each status code means, whether a client may retry it, and the documented remedy.
 
 The rows come from the user's status-code table (``status_codes.txt``); the six codes it lacks come from
-the API reference (§2.1, §12). Retry policies, the CLI and the docs read this table; nothing restates it.
+the API reference the project was built from (the ``source`` column says which). Retry policies, the
+CLI and the docs read this table; nothing restates it.
 """
 
 from __future__ import annotations

@@ -316,7 +316,7 @@ OMNI_INFER_CODES = (
     LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT,
     LLMStatusCode.LLM_LINK_BUSY,
 )
-"""omni-infer's ``RETRYABLE_CODES`` (reference §13.5)."""
+"""omni-infer's ``RETRYABLE_CODES`` (``omni/accelerators/pd/llmdatadist_manager.py`` at ``02ce24d9``)."""
 
 
 def no_retry() -> RetryPolicy:
@@ -354,7 +354,8 @@ def code_aware(base: float = 0.1, cap: float = 5.0, attempts: int = 6, seed: int
 
 
 def omni_infer() -> RetryPolicy:
-    """omni-infer's ``pull_blocks`` loop (reference §13.5): 3 tries, 2 s apart, on a fixed code list."""
+    """omni-infer's ``_pull_blocks`` loop (same file as ``OMNI_INFER_CODES``): 3 tries, 2 s apart, on a
+    fixed code list; other codes, ``TypeError`` and ``ValueError`` re-raise at once."""
     return RetryPolicy("omni-infer", stop_after_attempt(3), wait_fixed(2.0), retry_if_code(OMNI_INFER_CODES))
 
 

@@ -1,4 +1,4 @@
-"""Per-instance cache store: memory pools, caches, cache keys (reference §7) and the pull engine.
+"""Per-instance cache store: memory pools, caches, cache keys and the pull engine.
 
 Keys, and the checks one call's keys go through, are in ``keys``.
 
@@ -282,7 +282,8 @@ class NodeCaches:
             entry.pool = None
 
     def deallocate(self, cache_id: int, *, missing_ok: bool) -> None:
-        """Drop the cache-id reference; the memory goes once no key remains (§7.1 deferred free)."""
+        """Drop the cache-id reference; the memory goes once no key remains (a deferred
+        free: a pull may still name a key after its cache id is deallocated)."""
         with self.lock:
             entry = self.caches.get(cache_id)
             if entry is None or entry.released:

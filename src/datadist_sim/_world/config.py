@@ -46,7 +46,8 @@ class SimConfig:
     link_bandwidth: Dict[Tuple[int, int], float] = field(default_factory=dict)
     """Per-link bandwidth, keyed by the two cluster ids in ascending order (``set_link_bandwidth``)."""
     link_busy: str = "reject"
-    """A documented conflicting pair on one link (§11: ``pull_cache`` with ``transfer_cache_async``):
+    """A documented conflicting pair on one link (``pull_cache`` with ``transfer_cache_async``: hixl
+    ``docs/zh/api/python/LLMStatusCode.md:24``):
     ``"reject"`` gives ``LLM_LINK_BUSY`` (the docs), ``"serialize"`` waits (the open-source engine)."""
     metadata_only: bool = False
     """No bytes back simulated memory: transfers check ranges and time but move nothing (large runs)."""

@@ -1,4 +1,4 @@
-"""Registered-memory limits of ``register_cache`` / ``register_blocks_cache`` (reference §9).
+"""Registered-memory limits of ``register_cache`` / ``register_blocks_cache`` .
 
 The documented limits (hixl ``docs/zh/api/python/CacheManager.md``, ``brief.md``; doc-only):
 

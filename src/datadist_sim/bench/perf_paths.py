@@ -1,4 +1,4 @@
-"""Fast-path figures of issue 15, each against a baseline timed in the same run: a pull by cache id with
+"""Fast-path figures, each against a baseline timed in the same run: a pull by cache id with
 0 or 10,000 keys bound on its source cache, ``pull_blocks`` of 64 blocks against a numpy fancy-index copy
 of the same blocks, and memory per live key with one key per cache (backed and metadata-only)."""
 

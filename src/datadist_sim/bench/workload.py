@@ -1,13 +1,12 @@
 """The Prefill/Decode workload of the retry benchmark, driven event by event on simulated time.
 
-N Prompt and M Decode clusters (KvCacheManager mode, the official flow of reference §13.1); every Decode
-links to every Prompt. Requests arrive as a Poisson process; each is prefilled on one Prompt (a cache
+N Prompt and M Decode clusters (KvCacheManager mode, the flow of the vendor's KvCacheManager samples); every
+Decode links to every Prompt. Requests arrive as a Poisson process; each is prefilled on one Prompt (a cache
 under a ``CacheKey``) and pulled by one Decode, whose retry policy decides what happens after each failed
 attempt. Many clients interleave: each attempt is one event at its own simulated time, runs to its end
-atomically (the ``EventClock`` moves to the event's time, the call advances it), and occupies its link
-until then, since the engine serialises transfers per link. A retry that times out therefore delays
-every other request on that link — which is how retry storms hurt.
-"""
+atomically (the ``EventClock`` moves to the event's time, the call advances it), and occupies its link until
+then, since the engine serialises transfers per link. A retry that times out therefore delays every other
+request on that link — which is how retry storms hurt."""
 
 from __future__ import annotations
 
