@@ -62,6 +62,12 @@ _NAMES = {value: name for name, value in vars(codes).items() if name.isupper() a
 _NAMES[codes.SUCCESS] = "SUCCESS"
 
 
+def _code(exc: SimError) -> int:
+    """The hixl code of a world error: a fault's own (``hixl``), else the twin of its code."""
+    own = getattr(exc, "hixl", None)
+    return int(own) if own is not None else _CODES.get(exc.code, codes.FAILED)
+
+
 def _text(value: object) -> Optional[str]:
     """A ``std::string`` argument as the engine sees it: ``AscendString`` keeps what precedes a NUL."""
     if type(value) is str and value.isascii() and "\0" not in value:  # the common case, as is
@@ -197,9 +203,9 @@ class Hixl:
             else:
                 value = action(world, engine)
         except SimError as exc:
-            code, value = _CODES.get(exc.code, codes.FAILED), failed
+            code, value = _code(exc), failed
         world.record_call(
-            None,
+            None if engine is None else engine.name,
             "hixl." + op,
             _NAMES.get(code, str(code)),
             "" if engine is None else engine.name,
@@ -224,10 +230,18 @@ class Hixl:
             except Refused as exc:
                 code = exc.code
             except SimError as exc:
-                code = _CODES.get(exc.code, codes.FAILED)
+                code = _code(exc)
             else:
                 self._engine = engine
-        world.record_call(None, "hixl.initialize", _NAMES[code], local, _shown, args, kwargs or None)
+        world.record_call(
+            local if code == codes.SUCCESS else None,
+            "hixl.initialize",
+            _NAMES[code],
+            local,
+            _shown,
+            args,
+            kwargs or None,
+        )
         return code
 
     def finalize(self, *args: object, **kwargs: object) -> None:
@@ -240,7 +254,7 @@ class Hixl:
         self._engine = None
         world.touch()
         door.hixl_close(world, engine)
-        world.record_call(None, "hixl.finalize", "SUCCESS", engine.name, _shown, args, kwargs or None)
+        world.record_call(engine.name, "hixl.finalize", "SUCCESS", engine.name, _shown, args, kwargs or None)
 
     # -- memory -------------------------------------------------------------------------------------
 
