@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -223,3 +224,31 @@ def test_without_rules_a_hixl_call_does_no_fault_work(world: SimWorld, make: Mak
     assert world.faults.idle
     assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == hixl.SUCCESS
     assert world.faults.fired_total == 0
+
+
+# -- error-path coverage --------------------------------------------------------------------------
+
+
+def test_coverage_counts_hixl_codes_apart_against_the_codes_the_hixl_engine_gives(
+    world: SimWorld, make: Make
+) -> None:
+    from datadist_sim._coverage import CodeCoverage
+
+    coverage = CodeCoverage().start()
+    try:
+        _, client, remote, local = _pair(make)
+        assert client.connect(SERVER) == hixl.SUCCESS
+        world.faults.add(Fault.timeout(op="hixl.transfer_sync", first=1))
+        assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == hixl.TIMEOUT
+        assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == hixl.FAILED
+    finally:
+        coverage.stop()
+    assert coverage.hixl_received() == ["TIMEOUT", "FAILED"]
+    assert coverage.calls == 0 and not coverage.exceptions  # nothing counted as an LLMStatusCode
+    report = coverage.report()
+    assert re.search(r"hixl\.TIMEOUT\s+103901\s+1\s+hixl\.transfer_sync 1\n", report)
+    reachable = coverage.hixl_reachable()
+    assert "NOTIFY_FAILED" not in reachable  # no producer in the source
+    assert f"hixl error-path coverage: 2 of {len(reachable)} codes" in report
+    again = CodeCoverage.from_dict(coverage.as_dict())
+    assert again.hixl_report() == coverage.hixl_report()
