@@ -100,7 +100,16 @@ def meet(
     raises ``TIMEOUT``."""
     if world.faults.idle:
         return
+    _door_on(world, engine, op, remote, timeout_s)
+
+
+def _door_on(
+    world: SimWorld, engine: HixlEngine, op: str, remote: Optional[str], timeout_s: Optional[float]
+) -> None:
+    """``_door`` for a live engine; a world rule that fired at this call and killed it fails it."""
     _door(world, engine.name, op, remote, timeout_s)
+    if not engine.alive:
+        raise HixlFault(HixlCode.FAILED, f"engine {engine.name} was killed by a fault rule")
 
 
 def opening(world: SimWorld, name: str) -> None:
@@ -137,6 +146,8 @@ def connect(
             raise HixlFault(effect.fail, f"injected by fault rule {effect.rule!r}")
         if effect.timeout:
             return float("inf")
+    if not engine.alive or (server is not None and not server.alive):  # killed at this call
+        raise HixlFault(HixlCode.FAILED, f"the engine at {remote} or {engine.name} is gone")
     if server is not None and _unreachable(world, engine, remote, server):
         return float("inf")
     return cost
@@ -162,7 +173,7 @@ def transfer_sync(
     op = "hixl.transfer_sync"
     effect = transfer_effect(world.faults.on_call(Call(op, engine.name, remote)), world.faults.coin)
     duration += sum(effect.delays)
-    peer = engine.peers[remote]
+    peer = _peer(engine, remote)
     ends = _end(world, engine, remote, peer, effect)
     if ends is None and duration <= timeout_s:
         return duration
@@ -188,7 +199,7 @@ def transfer_async(world: SimWorld, engine: HixlEngine, remote: str) -> AsyncOut
     op = "hixl.transfer_async"
     effect = transfer_effect(world.faults.on_call(Call(op, engine.name, remote)), world.faults.coin)
     extra = sum(effect.delays)
-    ends = _end(world, engine, remote, engine.peers[remote], effect)
+    ends = _end(world, engine, remote, _peer(engine, remote), effect)
     if ends is None and not effect.timeout:
         return AsyncOutcome(extra_s=extra)
     if ends is not None and effect.fail is not None:
@@ -205,7 +216,7 @@ def poll(world: SimWorld, engine: HixlEngine, op: str, remote: str) -> Optional[
     if world.faults.idle and not engine.broken:
         return None
     if not world.faults.idle:
-        _door(world, engine.name, op, remote, None)
+        _door_on(world, engine, op, remote, None)
     if remote not in engine.broken:
         return None
     if engine.settings.kind is _engines.EngineKind.COMM:
@@ -218,7 +229,7 @@ def notify(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine, t
     (``TIMEOUT`` after ``timeout_s``)."""
     if world.faults.idle:
         return
-    _door(world, engine.name, "hixl.send_notify", remote, timeout_s)
+    _door_on(world, engine, "hixl.send_notify", remote, timeout_s)
     if _unreachable(world, engine, remote, peer):
         world.elapse(timeout_s)
         raise HixlFault(HixlCode.TIMEOUT, f"{remote} did not acknowledge the notify")
@@ -239,6 +250,15 @@ def fail_connection(engine: HixlEngine, remote: str, code: object) -> None:
 def _usable(engine: HixlEngine, remote: str) -> None:
     if remote in engine.broken:
         raise HixlFault(HixlCode.FAILED, f"the connection to {remote} failed before; connect again")
+
+
+def _peer(engine: HixlEngine, remote: str) -> HixlEngine:
+    """The peer of a transfer once its rules fired: a world rule that fired at this very call may have
+    killed either side (a dead process's call fails; a dead peer's transfer fails)."""
+    peer = engine.peers.get(remote)
+    if not engine.alive or peer is None or not peer.alive:
+        raise HixlFault(HixlCode.FAILED, f"the engine at {remote} or {engine.name} is gone")
+    return peer
 
 
 def _unreachable(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine) -> bool:

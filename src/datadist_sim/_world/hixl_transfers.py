@@ -192,7 +192,7 @@ def transfer_poll(world: SimWorld, engine: HixlEngine, req: int) -> OpState:
         try:
             failed = hixl_faults.poll(world, engine, "hixl.get_transfer_status", request.remote)
         except SimError:
-            del engine.requests[req]  # an error reading the status forgets it (adxl_inner_engine.cc:574-584)
+            engine.requests.pop(req, None)  # an error reading it forgets it (adxl_inner_engine.cc:574-584)
             raise
         if failed is not None:
             del engine.requests[req]
