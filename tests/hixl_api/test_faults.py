@@ -252,3 +252,18 @@ def test_coverage_counts_hixl_codes_apart_against_the_codes_the_hixl_engine_give
     assert f"hixl error-path coverage: 2 of {len(reachable)} codes" in report
     again = CodeCoverage.from_dict(coverage.as_dict())
     assert again.hixl_report() == coverage.hixl_report()
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+
+
+def test_the_bundled_hixl_scenario_times_out_reconnects_and_is_reproducible() -> None:
+    from datadist_sim.scenarios.runner import run, self_check
+
+    report = run("hixl_partition_heal", seed=4)
+    assert report.delivered == report.requests
+    per_op = report.summary.per_op
+    assert per_op["hixl.transfer_sync"].get("TIMEOUT", 0) >= 1
+    assert per_op["hixl.disconnect"].get("SUCCESS", 0) >= 1  # the careful client made it again
+    assert report.never_fired == []
+    assert self_check("hixl_partition_heal", seed=4)

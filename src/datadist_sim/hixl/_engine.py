@@ -154,8 +154,22 @@ GET_CAPABILITY = Method(
 )
 
 
+def _brief(value: Any) -> str:
+    """An argument as the trace shows it: without memory addresses, so the same run gives the same
+    trace byte for byte (buffers and the binding's objects live at other addresses each run)."""
+    if isinstance(value, MemDesc):
+        return f"MemDesc(len={value.len})"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(d, TransferOpDesc) for d in value):
+        return f"[{len(value)} op_descs, {sum(d.len for d in value)} bytes]"
+    if isinstance(value, NotifyDesc):
+        return f"NotifyDesc({value.name!r})"
+    if isinstance(value, (TransferArgs, GetTransferStatusArgs)):
+        return type(value).__name__
+    return repr(value)
+
+
 def _shown(args: Tuple[Any, ...], kwargs: Optional[Dict[str, Any]]) -> str:
-    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
+    parts = [_brief(a) for a in args] + [f"{k}={_brief(v)}" for k, v in (kwargs or {}).items()]
     return ", ".join(parts)
 
 
