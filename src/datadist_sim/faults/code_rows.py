@@ -482,7 +482,7 @@ HIXL_SPECS: Dict[str, Spec] = {
         (_H.PARAM_INVALID,),
         _H.TIMEOUT,
         source="hixl_impl.cc:399-415 (PARAM_INVALID); comm adxl_inner_engine.cc:602-623 (NOT_CONNECTED; "
-        "no acknowledgement in time TIMEOUT; the socket send FAILED comm_channel.cc:566-571); hixl_cs "
+        "no acknowledgement in time TIMEOUT; the socket send FAILED comm_channel.cc:572-578); hixl_cs "
         "hixl_engine.cc:329-332, hixl_server.cc:193-239 (a full queue RESOURCE_EXHAUSTED)",
         silent="NOTIFY_FAILED has no producer in src/ (only the binding names it)",
     ),
