@@ -26,7 +26,7 @@ def _code_name(code: CodeLike) -> str:
         return name
     if isinstance(code, int):
         if code in HixlCode._value2member_map_ and code not in LLMStatusCode._value2member_map_:
-            return HixlCode(code).name  # a hixl call's outcome is its code's name (``hixl.TIMEOUT``)
+            return HixlCode(code).name  # a hixl call's outcome is its code's name
         return LLMStatusCode(code).name
     text = str(code).upper()
     return text if text.startswith("LLM_") else f"LLM_{text}"
@@ -75,7 +75,8 @@ def assert_traced(
 ) -> List[TraceEvent]:
     """The trace events matching every given field (``detail``: a substring); at least one must match,
     or exactly ``count``. A ``hixl`` call's ``cluster`` is its engine's name, its ``outcome`` a hixl
-    code (``hixl.TIMEOUT``, or its name). The failure message lists what the trace did hold for that operation."""
+    code (``hixl.TIMEOUT``, or its name). The failure message lists what the trace did hold for that
+    operation."""
     __tracebackhide__ = True
     want = None if outcome is None else (outcome if isinstance(outcome, str) else _code_name(outcome))
     if want is not None and want.startswith("hixl."):  # a rule's label of a hixl code

@@ -90,7 +90,7 @@ class Reader:
 
     def read(self, data: np.ndarray, chunk: int) -> bool:
         hixl = self.hixl
-        for attempt in range(TRIES):
+        for _ in range(TRIES):
             if chunk % 2:
                 code = self.read_async(data, chunk)
             else:
@@ -184,7 +184,9 @@ def _pull_all(world: SimWorld, llm: Any) -> None:
 
     def link() -> bool:
         decode.unlink_clusters([cluster], force=True)
-        return any(decode.link_clusters([cluster], 2000)[0] == llm.LLMStatusCode.LLM_SUCCESS for _ in range(3))
+        return any(
+            decode.link_clusters([cluster], 2000)[0] == llm.LLMStatusCode.LLM_SUCCESS for _ in range(3)
+        )
 
     if not link():
         return

@@ -16,9 +16,11 @@ HIXL_CODES = {"SUCCESS", "TIMEOUT", "FAILED", "NOT_CONNECTED", "RESOURCE_EXHAUST
 def test_the_planted_hixl_bug_is_found_by_the_systematic_pass_and_shrunk_to_one_rule() -> None:
     outcome = explore(BUGGY, Options(runs=300, workers=1, seed=7))
     first = outcome.first_failure
-    assert first is not None and first.index < 10  # the ambiguous outcomes come first
+    assert first is not None
+    assert first.index < 10  # the ambiguous outcomes come first
     shrunk = outcome.shrunk
-    assert shrunk is not None and len(shrunk.schedule) == 1
+    assert shrunk is not None
+    assert len(shrunk.schedule) == 1
     assert shrunk.schedule[0]["op"] == "hixl.transfer_sync"
     assert shrunk.signature == "RuntimeError"
     assert f"unhandled hixl code {503900} on the retry" in shrunk.failure

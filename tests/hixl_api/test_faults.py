@@ -44,22 +44,26 @@ def _read(local: np.ndarray, remote: np.ndarray) -> list:
 def test_a_hixl_rule_takes_hixl_codes_as_the_binding_gives_them_or_by_label() -> None:
     assert Fault.fail(hixl.TIMEOUT, op="hixl.connect").code is HixlCode.TIMEOUT
     assert Fault.fail("hixl.FAILED", op="hixl.connect").code is HixlCode.FAILED
-    assert Fault.fail(HixlCode.RESOURCE_EXHAUSTED, op="hixl.connect_async").code is HixlCode.RESOURCE_EXHAUSTED
+    assert (
+        Fault.fail(HixlCode.RESOURCE_EXHAUSTED, op="hixl.connect_async").code is HixlCode.RESOURCE_EXHAUSTED
+    )
 
 
 def test_a_code_the_hixl_operation_cannot_give_is_refused_naming_the_codes_it_gives() -> None:
     """``hixl.connect`` gives FAILED, TIMEOUT, ALREADY_CONNECTED, PARAM_INVALID (code_rows)."""
-    with pytest.raises(ValueError, match="hixl.connect cannot give hixl.NOT_CONNECTED.*hixl.FAILED, hixl.TIMEOUT"):
+    with pytest.raises(
+        ValueError, match=r"hixl\.connect cannot give hixl\.NOT_CONNECTED.*hixl\.FAILED, hixl\.TIMEOUT"
+    ):
         Fault.fail(hixl.NOT_CONNECTED, op="hixl.connect")
-    with pytest.raises(ValueError, match="cannot give LLM_TIMEOUT"):
+    with pytest.raises(ValueError, match=r"cannot give LLM_TIMEOUT"):
         Fault.fail(LLMStatusCode.LLM_TIMEOUT, op="hixl.transfer_sync")
-    with pytest.raises(ValueError, match="cannot give hixl.TIMEOUT"):
+    with pytest.raises(ValueError, match=r"cannot give hixl\.TIMEOUT"):
         Fault.fail(hixl.TIMEOUT, op="pull_cache")
 
 
 def test_transfer_async_has_no_timeout_so_a_timeout_rule_on_it_is_refused() -> None:
     """No timeout argument (``hixl_py.cc:348-349``); TransferStatus.TIMEOUT has no producer."""
-    with pytest.raises(ValueError, match="hixl.transfer_async cannot time out"):
+    with pytest.raises(ValueError, match=r"hixl\.transfer_async cannot time out"):
         Fault.timeout(op="hixl.transfer_async")
 
 
@@ -189,7 +193,8 @@ def test_an_async_transfer_under_a_partition_is_accepted_and_ends_failed(
     assert client.connect(SERVER) == hixl.SUCCESS
     world.faults.add(Fault.partition(CLIENT, SERVER, heal_after_s=0.5))
     code, req = client.transfer_async(SERVER, hixl.READ, _read(local, remote))
-    assert code == hixl.SUCCESS and req != 0
+    assert code == hixl.SUCCESS
+    assert req != 0
     statuses = []
     for _ in range(1000):
         status = client.get_transfer_status(req)
@@ -244,7 +249,8 @@ def test_coverage_counts_hixl_codes_apart_against_the_codes_the_hixl_engine_give
     finally:
         coverage.stop()
     assert coverage.hixl_received() == ["TIMEOUT", "FAILED"]
-    assert coverage.calls == 0 and not coverage.exceptions  # nothing counted as an LLMStatusCode
+    assert coverage.calls == 0  # nothing counted as an LLMStatusCode call
+    assert not coverage.exceptions
     report = coverage.report()
     assert re.search(r"hixl\.TIMEOUT\s+103901\s+1\s+hixl\.transfer_sync 1\n", report)
     reachable = coverage.hixl_reachable()

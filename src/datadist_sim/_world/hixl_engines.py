@@ -42,7 +42,6 @@ from datadist_sim._world.hixl_pool import (
     ConnectState,
     Task,
 )
-
 from datadist_sim._world.trace import node_up
 from datadist_sim.faults.engine_codes import EngineMode
 

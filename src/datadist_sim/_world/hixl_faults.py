@@ -42,7 +42,7 @@ from datadist_sim._status_hixl import Code, HixlCode, as_llm
 from datadist_sim._world import hixl_engines as _engines
 from datadist_sim._world.errors import SimError
 from datadist_sim.faults import engine_codes
-from datadist_sim.faults.effects import DOOR_ACTIONS, NONE, Effect, door_effect, transfer_effect
+from datadist_sim.faults.effects import DOOR_ACTIONS, Effect, door_effect, transfer_effect
 from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.faults.plan import Call
 
@@ -94,7 +94,11 @@ NORMAL = AsyncOutcome()
 
 
 def meet(
-    world: SimWorld, engine: HixlEngine, op: str, remote: Optional[str] = None, timeout_s: Optional[float] = None
+    world: SimWorld,
+    engine: HixlEngine,
+    op: str,
+    remote: Optional[str] = None,
+    timeout_s: Optional[float] = None,
 ) -> None:
     """A plain call: delays pass, a ``fail`` raises its code, a ``timeout`` waits out ``timeout_s`` and
     raises ``TIMEOUT``."""
@@ -132,7 +136,12 @@ def _door(world: SimWorld, name: str, op: str, remote: Optional[str], timeout_s:
 
 
 def connect(
-    world: SimWorld, engine: HixlEngine, op: Optional[str], remote: str, server: Optional[HixlEngine], cost: float
+    world: SimWorld,
+    engine: HixlEngine,
+    op: Optional[str],
+    remote: str,
+    server: Optional[HixlEngine],
+    cost: float,
 ) -> float:
     """How long a connect to ``server`` takes: ``inf`` (past any timeout) when it does not answer.
     ``op`` is the public connect (its rules fire), or None for the connect a transfer makes."""
@@ -269,13 +278,17 @@ def _unreachable(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEng
     )
 
 
-def _end(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine, effect: Effect) -> Optional[HixlFault]:
+def _end(
+    world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine, effect: Effect
+) -> Optional[HixlFault]:
     """How a transfer under ``effect`` ends before its bytes would: None when it runs on."""
     if effect.fail is not None:
         return HixlFault(effect.fail, f"injected by fault rule {effect.rule!r}")
     if effect.poison:
         for poison in effect.poison:
-            world.record(engine.name, "fault.poison", "hit", f"{remote} {'remote' if poison.remote else 'local'}")
+            world.record(
+                engine.name, "fault.poison", "hit", f"{remote} {'remote' if poison.remote else 'local'}"
+            )
         return HixlFault(HixlCode.FAILED, f"an uncorrectable memory error under the transfer to {remote}")
     if effect.cut or effect.timeout or _unreachable(world, engine, remote, peer):
         return HixlFault(HixlCode.TIMEOUT, f"{remote} does not answer")

@@ -140,7 +140,9 @@ def transfer(
         _check_empty(engine, descs)
         _peer_for_transfer(world, engine, remote, timeout_s)
         copies = _checked(engine, remote, write, descs)
-        duration = hixl_faults.transfer_sync(world, engine, remote, copies, _duration(world, copies), timeout_s)
+        duration = hixl_faults.transfer_sync(
+            world, engine, remote, copies, _duration(world, copies), timeout_s
+        )
         if duration > timeout_s:
             hixl_faults.fail_connection(engine, remote, LLMStatusCode.LLM_TIMEOUT)
             world.elapse(timeout_s)
@@ -167,7 +169,9 @@ def transfer_start(
         duration = _duration(world, copies) + outcome.extra_s
         req = engine.next_req
         engine.next_req += 1
-        engine.requests[req] = Request(remote, user_data, world.now() + duration, outcome.state or OpState.COMPLETED)
+        engine.requests[req] = Request(
+            remote, user_data, world.now() + duration, outcome.state or OpState.COMPLETED
+        )
         return req
 
 

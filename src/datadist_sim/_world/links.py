@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
-from datadist_sim._status_hixl import as_llm
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role, reads_table
 from datadist_sim._world.errors import SimError
 from datadist_sim.faults.effects import link_effect

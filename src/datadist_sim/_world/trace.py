@@ -94,7 +94,9 @@ _FIELDS = ("time", "cluster_id", "op", "outcome", "detail", "args", "kind")
 ArgsFormat = Callable[[Tuple[Any, ...], Optional[Dict[str, Any]]], str]
 ClusterRef = Union[int, str]
 """Where an event happened: a cluster id, or the name of a ``hixl`` engine."""
-_Call = Tuple[float, Optional[ClusterRef], str, str, str, ArgsFormat, Tuple[Any, ...], Optional[Dict[str, Any]]]
+_Call = Tuple[
+    float, Optional[ClusterRef], str, str, str, ArgsFormat, Tuple[Any, ...], Optional[Dict[str, Any]]
+]
 """A call's fields as ``Trace.record_call`` keeps them until the trace is read."""
 
 

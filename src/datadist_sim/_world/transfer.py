@@ -13,8 +13,8 @@ import contextlib
 import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
-from datadist_sim._status_hixl import as_llm
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cache_table import check_accessible, check_reachable, table_of
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import other_threads

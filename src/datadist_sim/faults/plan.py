@@ -19,9 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
-ClusterRef = Union[int, str]
-"""What a rule hits: a cluster id, or the name of a ``hixl`` engine."""
-
 from datadist_sim.faults.effects import overridden
 from datadist_sim.faults.engine_codes import OUTSIDE, EngineMode
 from datadist_sim.faults.files import Scenario, load
@@ -33,6 +30,9 @@ from datadist_sim.faults.rules import (
     Fault,
     refusal,
 )
+
+ClusterRef = Union[int, str]
+"""What a rule hits: a cluster id, or the name of a ``hixl`` engine."""
 
 __all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "only_masked", "unfired_notes"]
 
