@@ -273,3 +273,25 @@ def test_the_bundled_hixl_scenario_times_out_reconnects_and_is_reproducible() ->
     assert per_op["hixl.disconnect"].get("SUCCESS", 0) >= 1  # the careful client made it again
     assert report.never_fired == []
     assert self_check("hixl_partition_heal", seed=4)
+
+
+def test_the_hypothesis_strategies_draw_hixl_rules_with_hixl_codes_only() -> None:
+    from hypothesis import given, settings
+
+    from datadist_sim.faults.files import rule_from_spec
+    from datadist_sim.strategies import rule_specs
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        rule_specs(
+            ops=["hixl.transfer_sync", "hixl.connect", "hixl.connect_async"],
+            clusters=[CLIENT, SERVER],
+            modes=["hixl-engine"],
+        )
+    )
+    def check(spec: Dict[str, object]) -> None:
+        rule = rule_from_spec(spec)  # the plan accepts it
+        if rule.action == "fail":
+            assert isinstance(rule.code, HixlCode)
+
+    check()
