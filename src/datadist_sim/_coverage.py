@@ -198,8 +198,9 @@ class CodeCoverage:
         return [name for name in self.reachable() if not self.per_code[name]]
 
     def meets(self, fail_under: int) -> bool:
-        """At least ``fail_under`` distinct codes other than ``LLM_SUCCESS`` reached client code."""
-        return len(self.failure_codes()) >= fail_under
+        """At least ``fail_under`` distinct codes other than success reached client code (those of
+        ``llm_datadist`` and of the ``hixl`` engine API together)."""
+        return len(self.failure_codes()) + len(self.hixl_received()) >= fail_under
 
     def report(self, fail_under: Optional[int] = None) -> str:
         """The table: per code received, how often and from which operations; then every code the

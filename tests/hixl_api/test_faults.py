@@ -256,6 +256,8 @@ def test_coverage_counts_hixl_codes_apart_against_the_codes_the_hixl_engine_give
     reachable = coverage.hixl_reachable()
     assert "NOTIFY_FAILED" not in reachable  # no producer in the source
     assert f"hixl error-path coverage: 2 of {len(reachable)} codes" in report
+    assert coverage.meets(2)  # hixl codes count towards --datadist-coverage-fail-under
+    assert not coverage.meets(3)
     again = CodeCoverage.from_dict(coverage.as_dict())
     assert again.hixl_report() == coverage.hixl_report()
 
