@@ -37,7 +37,8 @@ from enum import Enum
 from typing import Dict, FrozenSet, Iterable, Optional, Protocol, Tuple, Union
 
 from datadist_sim._status_hixl import Code, HixlCode, label
-from datadist_sim.faults.code_rows import HIXL_SPECS, SPECS
+from datadist_sim.faults.code_rows import SPECS
+from datadist_sim.faults.hixl_code_rows import HIXL_SPECS
 
 __all__ = [
     "CodeRow",
