@@ -297,3 +297,32 @@ def test_the_hypothesis_strategies_draw_hixl_rules_with_hixl_codes_only() -> Non
             assert isinstance(rule.code, HixlCode)
 
     check()
+
+
+def test_an_llm_code_injected_with_any_code_reaches_a_hixl_client_as_its_hixl_twin(
+    world: SimWorld, make: Make
+) -> None:
+    """Outside the engine's behaviour (``any_code``), reported as the vendor pairs the codes
+    (``adxl_utils.cc:50-63``): ``LLM_NOT_YET_LINK`` is ``NOT_CONNECTED``, an unpaired one ``FAILED``."""
+    _pair(make)
+    client = make("127.0.0.3")
+    world.faults.add(Fault.fail(LLMStatusCode.LLM_NOT_YET_LINK, op="hixl.connect", first=1, any_code=True))
+    assert client.connect(SERVER) == hixl.NOT_CONNECTED
+    world.faults.add(Fault.fail(LLMStatusCode.LLM_LINK_FAILED, op="hixl.connect", first=1, any_code=True))
+    assert client.connect(SERVER) == hixl.FAILED
+
+
+def test_an_async_connect_to_a_partitioned_peer_ends_connect_failed(world: SimWorld, make: Make) -> None:
+    """The pool's connect outlasts its timeout (``ctrl_msg_plugin.cc:70-86``): ``CONNECT_FAILED``
+    (``hixl_impl.cc:150-157``)."""
+    _, client, _, _ = _pair(make)
+    world.faults.add(Fault.partition(CLIENT, SERVER))
+    assert client.connect_async(SERVER, 300) == hixl.SUCCESS
+    states = []
+    for _ in range(5000):  # each poll of a task in flight lets a round trip pass
+        _, state = client.get_async_connect_status(SERVER)
+        states.append(state)
+        if state in (hixl.AsyncConnectStatus.CONNECTED, hixl.AsyncConnectStatus.CONNECT_FAILED):
+            break
+    assert states[-1] == hixl.AsyncConnectStatus.CONNECT_FAILED
+    assert hixl.AsyncConnectStatus.CONNECTING in states

@@ -65,7 +65,9 @@ _NAMES[codes.SUCCESS] = "SUCCESS"
 def _code(exc: SimError) -> int:
     """The hixl code of a world error: a fault's own (``hixl``), else the twin of its code."""
     own = getattr(exc, "hixl", None)
-    return int(own) if own is not None else _CODES.get(exc.code, codes.FAILED)
+    if own is not None and not isinstance(own, LLMStatusCode):
+        return int(own)
+    return _CODES.get(exc.code, codes.FAILED)  # an LLMStatusCode a rule injected with any_code too
 
 
 def _text(value: object) -> Optional[str]:
