@@ -326,3 +326,17 @@ def test_an_async_connect_to_a_partitioned_peer_ends_connect_failed(world: SimWo
             break
     assert states[-1] == hixl.AsyncConnectStatus.CONNECT_FAILED
     assert hixl.AsyncConnectStatus.CONNECTING in states
+
+
+@pytest.mark.parametrize(("options", "then"), [(AUTO, hixl.NOT_CONNECTED), ({**AUTO, **CS}, hixl.FAILED)])
+def test_with_auto_connect_a_killed_peer_is_failed_then_not_connected_on_comm_and_failed_on_hixl_cs(
+    world: SimWorld, make: Make, options: Dict[str, str], then: int
+) -> None:
+    """The failed transfer drops the connection; the next one connects again and is refused: comm
+    ignores the connect's result and answers NOT_CONNECTED (``adxl_inner_engine.cc:486-491``), hixl_cs
+    returns the connect's FAILED (``hixl_engine.cc:199-201``)."""
+    _, client, remote, local = _pair(make, options)
+    assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == hixl.SUCCESS
+    world.faults.add(Fault.kill(SERVER))
+    assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == hixl.FAILED
+    assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == then
