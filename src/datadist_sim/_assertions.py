@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Type, Union
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import HixlCode
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim._world.world import SimWorld
 
@@ -24,6 +25,8 @@ def _code_name(code: CodeLike) -> str:
     if isinstance(name, str):
         return name
     if isinstance(code, int):
+        if code in HixlCode._value2member_map_ and code not in LLMStatusCode._value2member_map_:
+            return HixlCode(code).name  # a hixl call's outcome is its code's name
         return LLMStatusCode(code).name
     text = str(code).upper()
     return text if text.startswith("LLM_") else f"LLM_{text}"
@@ -65,15 +68,19 @@ def assert_traced(
     *,
     op: Optional[str] = None,
     outcome: Optional[CodeLike] = None,
-    cluster: Optional[int] = None,
+    cluster: Optional[Union[int, str]] = None,
     kind: Optional[str] = None,
     detail: Optional[str] = None,
     count: Optional[int] = None,
 ) -> List[TraceEvent]:
     """The trace events matching every given field (``detail``: a substring); at least one must match,
-    or exactly ``count``. The failure message lists what the trace did hold for that operation."""
+    or exactly ``count``. A ``hixl`` call's ``cluster`` is its engine's name, its ``outcome`` a hixl
+    code (``hixl.TIMEOUT``, or its name). The failure message lists what the trace did hold for that
+    operation."""
     __tracebackhide__ = True
     want = None if outcome is None else (outcome if isinstance(outcome, str) else _code_name(outcome))
+    if want is not None and want.startswith("hixl."):  # a rule's label of a hixl code
+        want = want[len("hixl.") :]
     wanted = {"op": op, "outcome": want, "cluster_id": cluster, "kind": kind}
     events = list(world.trace)
     found = [

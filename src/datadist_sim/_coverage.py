@@ -10,6 +10,10 @@ the per-cluster codes ``link_clusters``/``unlink_clusters`` return and the per-c
 ``CacheTask.get_results``. Outcomes that are Python exceptions (``TypeError``, ``ValueError``...) are
 counted apart: they are not status codes.
 
+Calls of the ``hixl`` engine API (``hixl.<method>``) give hixl's own codes (``SUCCESS``, ``TIMEOUT`` ...,
+``HixlCode``); they are counted apart, in a table of their own, against the codes the ``hixl-engine``
+rows of the code table give.
+
 It also notes the engine mode of every instance brought up (``trace.observe_nodes``), and measures the
 codes received against those the real engine can give in those modes (``faults.engine_codes``): a code
 no operation can give in ``v2`` mode is no gap of a ``v2`` client's tests.
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import HixlCode
 from datadist_sim._status_table import STATUS_TABLE
 from datadist_sim._world import trace
 from datadist_sim._world.trace import TraceEvent
@@ -32,6 +37,8 @@ from datadist_sim.faults import engine_codes
 __all__ = ["CodeCoverage"]
 
 _CODES: Set[str] = set(LLMStatusCode.__members__)
+_HIXL_CODES: Set[str] = set(HixlCode.__members__)
+_HIXL = engine_codes.EngineMode.HIXL_ENGINE
 _SUCCESS = LLMStatusCode.LLM_SUCCESS.name
 _OPS_SHOWN = 4
 
@@ -47,6 +54,9 @@ class CodeCoverage:
         self.exceptions: Counter[str] = Counter()
         self.modes: Counter[str] = Counter()
         """Instances brought up, per engine mode (``engine_codes.EngineMode`` value)."""
+        self.hixl_calls = 0
+        self.hixl_per_op: Dict[str, Counter[str]] = {}
+        """Per hixl code name (``TIMEOUT``), the ``hixl.<method>`` calls that gave it."""
         self._lock = threading.Lock()
         self._stop: Optional[Callable[[], None]] = None
         self._stop_nodes: Optional[Callable[[], None]] = None
@@ -60,6 +70,14 @@ class CodeCoverage:
 
     def count(self, op: str, outcome: str, detail: str) -> None:
         """Count one public call: ``op`` gave the client ``outcome`` (and the codes named in ``detail``)."""
+        if op.startswith("hixl."):
+            with self._lock:
+                self.hixl_calls += 1
+                if outcome in _HIXL_CODES:
+                    self.hixl_per_op.setdefault(outcome, Counter())[op] += 1
+                else:
+                    self.exceptions[outcome] += 1
+            return
         codes = received(outcome, detail)
         with self._lock:
             self.calls += 1
@@ -99,6 +117,8 @@ class CodeCoverage:
         self.per_op.clear()
         self.exceptions.clear()
         self.modes.clear()
+        self.hixl_calls = 0
+        self.hixl_per_op.clear()
         self._lock = threading.Lock()  # the parent's lock may have been held at the fork
 
     def merge(self, other: CodeCoverage) -> None:
@@ -108,6 +128,9 @@ class CodeCoverage:
             self.per_code.update(other.per_code)
             self.exceptions.update(other.exceptions)
             self.modes.update(other.modes)
+            self.hixl_calls += other.hixl_calls
+            for code, ops in other.hixl_per_op.items():
+                self.hixl_per_op.setdefault(code, Counter()).update(ops)
             for code, ops in other.per_op.items():
                 self.per_op.setdefault(code, Counter()).update(ops)
 
@@ -120,8 +143,43 @@ class CodeCoverage:
         ]
 
     def used_modes(self) -> List[engine_codes.EngineMode]:
-        """The engine modes of the instances brought up while counting, in table order."""
-        return [mode for mode in engine_codes.modes() if self.modes[mode.value]]
+        """The ``llm_datadist`` engine modes of the instances brought up while counting, in table order
+        (hixl engines are counted apart: ``hixl_report``)."""
+        return [mode for mode in engine_codes.modes() if self.modes[mode.value] and mode is not _HIXL]
+
+    # -- hixl codes --------------------------------------------------------------------------------
+
+    def hixl_received(self) -> List[str]:
+        """The hixl codes other than ``SUCCESS`` that reached client code, in value order."""
+        return [code.name for code in HixlCode if code.name != "SUCCESS" and self.hixl_per_op.get(code.name)]
+
+    def hixl_reachable(self) -> List[str]:
+        """The hixl codes other than ``SUCCESS`` the engine gives some ``hixl.<method>``."""
+        codes = engine_codes.union(engine_codes.OPS, [_HIXL])
+        return [code.name for code in HixlCode if code in codes and code is not HixlCode.SUCCESS]
+
+    def hixl_report(self) -> str:
+        """The hixl table: per code received, how often and from which operations; the codes the engine
+        gives that none did; the verdict."""
+        lines = [f"hixl codes that reached client code, over {self.hixl_calls} hixl API calls:"]
+        rows = [
+            [f"hixl.{code.name}", str(int(code)), str(sum(ops.values())), _ops_text(ops)]
+            for code in HixlCode
+            for ops in [self.hixl_per_op.get(code.name)]
+            if ops
+        ]
+        lines.append(_table(rows, ["code", "integer", "calls", "operations"]) if rows else "  (none)")
+        reachable, got = self.hixl_reachable(), self.hixl_received()
+        missing = [name for name in reachable if name not in got]
+        if missing:
+            shown = ", ".join(f"hixl.{name}" for name in missing)
+            lines.append(f"hixl codes the engine gives never exercised ({len(missing)}): {shown}")
+        inside = len([name for name in got if name in reachable])
+        lines.append(
+            f"hixl error-path coverage: {inside} of {len(reachable)} codes the engine gives in "
+            f"hixl-engine mode reached client code"
+        )
+        return "\n".join(lines)
 
     def reachable(self) -> List[str]:
         """The codes other than ``LLM_SUCCESS`` the real engine can give some operation in the modes
@@ -140,8 +198,9 @@ class CodeCoverage:
         return [name for name in self.reachable() if not self.per_code[name]]
 
     def meets(self, fail_under: int) -> bool:
-        """At least ``fail_under`` distinct codes other than ``LLM_SUCCESS`` reached client code."""
-        return len(self.failure_codes()) >= fail_under
+        """At least ``fail_under`` distinct codes other than success reached client code (those of
+        ``llm_datadist`` and of the ``hixl`` engine API together)."""
+        return len(self.failure_codes()) + len(self.hixl_received()) >= fail_under
 
     def report(self, fail_under: Optional[int] = None) -> str:
         """The table: per code received, how often and from which operations; then every code the
@@ -201,12 +260,14 @@ class CodeCoverage:
         if fail_under is not None:
             verdict += f" (required: {fail_under}; {'met' if self.meets(fail_under) else 'NOT met'})"
         lines.append(verdict)
+        if self.hixl_calls or self.modes[_HIXL.value]:
+            if not self.calls and not used:  # a hixl-only client: its table alone
+                return self.hixl_report()
+            lines += ["", self.hixl_report()]
         return "\n".join(lines)
 
     def _ops(self, code: str) -> str:
-        ops = sorted(self.per_op.get(code, Counter()).items(), key=lambda item: (-item[1], item[0]))
-        text = ", ".join(f"{op} {n}" for op, n in ops[:_OPS_SHOWN])
-        return text + (f", +{len(ops) - _OPS_SHOWN} more" if len(ops) > _OPS_SHOWN else "")
+        return _ops_text(self.per_op.get(code, Counter()))
 
     # -- across processes ------------------------------------------------------------------------------
 
@@ -217,6 +278,8 @@ class CodeCoverage:
                 "per_op": {code: dict(ops) for code, ops in sorted(self.per_op.items())},
                 "exceptions": dict(self.exceptions),
                 "modes": dict(self.modes),
+                "hixl_calls": self.hixl_calls,
+                "hixl_per_op": {code: dict(ops) for code, ops in sorted(self.hixl_per_op.items())},
             }
 
     def dump(self, path: Path) -> None:
@@ -237,6 +300,9 @@ class CodeCoverage:
             coverage.per_code[code] = sum(coverage.per_op[code].values())
         coverage.exceptions = Counter({name: int(n) for name, n in data["exceptions"].items()})
         coverage.modes = Counter({mode: int(n) for mode, n in data.get("modes", {}).items()})
+        coverage.hixl_calls = int(data.get("hixl_calls", 0))
+        for code, ops in data.get("hixl_per_op", {}).items():
+            coverage.hixl_per_op[code] = Counter({op: int(n) for op, n in ops.items()})
         return coverage
 
     @classmethod
@@ -256,6 +322,13 @@ def received(outcome: str, detail: str) -> List[str]:
             if name in _CODES and name not in codes:
                 codes.append(name)
     return codes
+
+
+def _ops_text(counts: Counter[str]) -> str:
+    """The operations of a count, most first: ``pull_cache 3, link_clusters 1, +2 more``."""
+    ops = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    text = ", ".join(f"{op} {n}" for op, n in ops[:_OPS_SHOWN])
+    return text + (f", +{len(ops) - _OPS_SHOWN} more" if len(ops) > _OPS_SHOWN else "")
 
 
 def _table(rows: List[List[str]], headers: List[str]) -> str:

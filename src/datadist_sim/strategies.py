@@ -33,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised only where hypothesis
         "pip install 'datadist-sim[test]' (or pip install hypothesis)"
     ) from exc
 
+from datadist_sim._status_hixl import label
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.actions import ACTION_TABLE, ACTIONS, WORLD_ACTIONS, applies_to
 from datadist_sim.faults.files import rule_from_spec
@@ -47,7 +48,7 @@ def _codes(op: str, modes: Modes) -> List[str]:
     """The codes a correct client of ``modes`` (any mode when None) can meet from ``op``."""
     out: Dict[str, None] = {}
     for mode in modes if modes is not None else engine_codes.modes():
-        out.update(dict.fromkeys(code.name for code in engine_codes.fault_codes(op, mode)))
+        out.update(dict.fromkeys(label(code) for code in engine_codes.fault_codes(op, mode)))
     return list(out)
 
 
@@ -62,7 +63,7 @@ def _times_out(op: str, modes: Modes) -> bool:
 def rule_specs(
     draw: Any,
     ops: Sequence[str] = DEFAULT_OPS,
-    clusters: Sequence[int] = (0, 1),
+    clusters: Sequence[Union[int, str]] = (0, 1),
     kinds: Sequence[str] = ACTIONS,
     horizon_s: float = 10.0,
     modes: Modes = None,
@@ -104,7 +105,7 @@ def rule_specs(
 
 def fault_rules(
     ops: Sequence[str] = DEFAULT_OPS,
-    clusters: Sequence[int] = (0, 1),
+    clusters: Sequence[Union[int, str]] = (0, 1),
     kinds: Sequence[str] = ACTIONS,
     horizon_s: float = 10.0,
     modes: Modes = None,
@@ -116,7 +117,7 @@ def fault_rules(
 
 def schedules(
     ops: Sequence[str] = DEFAULT_OPS,
-    clusters: Sequence[int] = (0, 1),
+    clusters: Sequence[Union[int, str]] = (0, 1),
     kinds: Sequence[str] = ACTIONS,
     max_rules: int = 3,
     horizon_s: float = 10.0,

@@ -22,9 +22,10 @@ def test_the_table_has_a_row_for_every_traced_operation_in_every_mode() -> None:
 
 
 def test_modes_are_named_as_reports_and_files_name_them() -> None:
-    assert [m.value for m in ec.modes()] == ["v2", "hixl", "v2-kv", "v1"]
+    assert [m.value for m in ec.modes()] == ["v2", "hixl", "v2-kv", "v1", "hixl-engine"]
     assert ec.to_mode("hixl") is ec.EngineMode.HIXL
-    with pytest.raises(ValueError, match="modes: v2, hixl, v2-kv, v1"):
+    assert ec.to_mode("hixl-engine") is ec.EngineMode.HIXL_ENGINE
+    with pytest.raises(ValueError, match="modes: v2, hixl, v2-kv, v1, hixl-engine"):
         ec.to_mode("v3")
 
 

@@ -203,6 +203,11 @@ def test_a_transfer_that_outlasts_its_timeout_is_timeout_and_moves_nothing() -> 
         assert client.transfer_sync(SERVER, hixl.READ, [_op(local, remote, 4096)], 1000) == hixl.TIMEOUT
         assert np.array_equal(local, before)
         assert world.now() - start == pytest.approx(1.0)
+        # The timeout leaves the connection unusable (comm_channel.cc:209-228, 514-531;
+        # hixl_cs_client.cc:988-991) until the client makes it again.
+        assert client.transfer_sync(SERVER, hixl.READ, [_op(local, remote, 4096)], 5000) == hixl.FAILED
+        assert client.disconnect(SERVER) == hixl.SUCCESS
+        assert client.connect(SERVER) == hixl.SUCCESS
         assert client.transfer_sync(SERVER, hixl.READ, [_op(local, remote, 4096)], 5000) == hixl.SUCCESS
         for engine in made:
             engine.finalize()

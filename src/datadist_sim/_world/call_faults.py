@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.transfer import timeout_code
@@ -35,13 +36,14 @@ def meet_door_faults(world: SimWorld, node: Optional[ClusterNode], op: str) -> N
     for extra in effect.delays:
         world.elapse(extra)
     if effect.fail is not None:
-        raise SimError(effect.fail, f"injected by fault rule {effect.rule!r}")
+        raise SimError(as_llm(effect.fail), f"injected by fault rule {effect.rule!r}")
     if effect.timeout:
         wait = 1.0 if node is None else node.settings.sync_kv_timeout_ms / 1000.0
         world.elapse(wait)
         # The operation's own timeout code in the caller's mode (``engine_codes``); a rule that says
         # ``any_code`` may time out a call that has none, and gets the mode's transfer timeout code.
         code = LLMStatusCode.LLM_TIMEOUT if node is None else timeout_code(node.mode)
-        if node is not None:
-            code = engine_codes.timeout_code(op, node.engine_mode) or code
+        found = None if node is None else engine_codes.timeout_code(op, node.engine_mode)
+        if isinstance(found, LLMStatusCode):
+            code = found
         raise SimError(code, f"timed out (fault rule {effect.rule!r})")

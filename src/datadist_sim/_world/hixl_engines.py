@@ -28,9 +28,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import hixl_faults
 from datadist_sim._world.cluster import Endpoint
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.hixl_pool import (
@@ -41,6 +42,8 @@ from datadist_sim._world.hixl_pool import (
     ConnectState,
     Task,
 )
+from datadist_sim._world.trace import node_up
+from datadist_sim.faults.engine_codes import EngineMode
 
 if TYPE_CHECKING:
     from datadist_sim._world.world import SimWorld
@@ -90,6 +93,8 @@ class Request(NamedTuple):
     remote: str
     user_data: int
     done_at: float
+    state: OpState = OpState.COMPLETED
+    """What it reports at ``done_at`` (a fault makes it ``FAILED``, ``hixl_faults``)."""
 
 
 @dataclass(eq=False)
@@ -104,6 +109,8 @@ class HixlEngine:
     next_req: int = 1
     notifies: List[Tuple[bytes, bytes]] = field(default_factory=list)
     pool: ConnectPool = field(default_factory=ConnectPool)
+    broken: Set[str] = field(default_factory=set)
+    """Connections a failed transfer left unusable until they are made again (``hixl_faults``)."""
 
 
 class HixlEngines:
@@ -112,6 +119,8 @@ class HixlEngines:
     def __init__(self) -> None:
         self.listeners: Dict[Endpoint, HixlEngine] = {}
         self.next_handle = 0x10
+        self.named: Dict[str, List[HixlEngine]] = {}
+        """Every engine opened, by its name: what fault rules name (a killed one stays)."""
 
 
 def parse_engine(text: str) -> Optional[Tuple[str, int]]:
@@ -151,12 +160,17 @@ def open_engine(world: SimWorld, name: str, settings: EngineSettings) -> HixlEng
     host, port = parsed
     endpoint = (host, port) if port > 0 else None
     with world.lock:
+        hixl_faults.opening(world, name)
         if endpoint is not None and _busy(world, endpoint):
             raise SimError(_F, f"listen endpoint {host}:{port} is already in use")
         engine = HixlEngine(name, endpoint, settings, pool=ConnectPool(settings.workers, settings.capacity))
         if endpoint is not None:
             world.hixl.listeners[endpoint] = engine
-        world.record(None, "hixl.engine.init", "ok", f"{name} {settings.kind.value}", kind="event")
+        named = world.hixl.named.setdefault(name, [])
+        named[:] = [e for e in named if e.alive] + [engine]
+        # Keyed by the name: faults.engine_codes.trace_modes reads the engine's mode back from it.
+        world.record(name, "hixl.engine.init", "ok", settings.kind.value, kind="event")
+        node_up(EngineMode.HIXL_ENGINE.value)
     return engine
 
 
@@ -180,7 +194,7 @@ def close_engine(world: SimWorld, engine: HixlEngine) -> None:
         engine.regions.clear()
         engine.requests.clear()
         engine.notifies.clear()
-        world.record(None, "hixl.engine.finalize", "ok", engine.name, kind="event")
+        world.record(engine.name, "hixl.engine.finalize", "ok", kind="event")
 
 
 def live(world: SimWorld, engine: HixlEngine) -> None:
@@ -204,6 +218,7 @@ def register(world: SimWorld, engine: HixlEngine, addr: int, nbytes: int, device
         raise SimError(_P, f"addr {addr:#x} + len {nbytes} overflows 64 bits")
     with world.lock:
         live(world, engine)
+        hixl_faults.meet(world, engine, "hixl.register_mem")
         if engine.settings.kind is EngineKind.HIXL_CS:
             for handle, region in engine.regions.items():
                 if region.device != device:
@@ -226,6 +241,7 @@ def deregister(world: SimWorld, engine: HixlEngine, handle: int) -> None:
     ``hixl_cs`` refuses while the engine holds a client connection (``hixl_engine.cc:129-133``)."""
     with world.lock:
         live(world, engine)
+        hixl_faults.meet(world, engine, "hixl.deregister_mem")
         if handle not in engine.regions:
             return
         if engine.settings.kind is EngineKind.HIXL_CS and engine.peers:
@@ -264,8 +280,12 @@ def _attempt(world: SimWorld, engine: HixlEngine, remote: str) -> Tuple[Optional
     return server, cost
 
 
-def connect_now(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float) -> None:
+def connect_now(
+    world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float, op: Optional[str] = None
+) -> None:
+    """Connect now; ``op`` names the public call (None: the connect a transfer makes)."""
     server, cost = _attempt(world, engine, remote)
+    cost = hixl_faults.connect(world, engine, op, remote, server, cost)
     if cost > timeout_s:
         world.elapse(timeout_s)
         raise SimError(LLMStatusCode.LLM_TIMEOUT, f"connect to {remote} took longer than {timeout_s} s")
@@ -278,7 +298,7 @@ def connect_now(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: flo
 def connect(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float) -> None:
     with world.lock:
         live(world, engine)
-        connect_now(world, engine, remote, timeout_s)
+        connect_now(world, engine, remote, timeout_s, "hixl.connect")
 
 
 def disconnect(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float) -> None:
@@ -286,6 +306,7 @@ def disconnect(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: floa
     (``channel_msg_handler.cc:652-673``; ``hixl_engine.cc:170-180``)."""
     with world.lock:
         live(world, engine)
+        hixl_faults.meet(world, engine, "hixl.disconnect", remote, timeout_s)
         if engine.settings.kind is EngineKind.COMM and parse_engine(remote) is None:  # :576-579
             raise SimError(_P, f"remote_engine {remote!r} is not ip:port")
         if remote not in engine.peers:  # client_manager.cc:181-204; channel_msg_handler.cc:580-583
@@ -296,6 +317,7 @@ def disconnect(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: floa
 
 def drop_connection(engine: HixlEngine, remote: str) -> None:
     engine.peers.pop(remote, None)
+    engine.broken.discard(remote)
     if engine.settings.kind is EngineKind.HIXL_CS:  # client_manager.cc:168-179: its requests go too
         for req in [r for r, request in engine.requests.items() if request.remote == remote]:
             del engine.requests[req]
@@ -304,6 +326,8 @@ def drop_connection(engine: HixlEngine, remote: str) -> None:
 def connect_async(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float, connect: bool) -> None:
     with world.lock:
         live(world, engine)
+        op = "hixl.connect_async" if connect else "hixl.disconnect_async"
+        hixl_faults.meet(world, engine, op, remote, timeout_s)
         engine.pool.submit(remote, connect, timeout_s, world.now())
 
 
@@ -316,6 +340,7 @@ def _start(world: SimWorld, engine: HixlEngine, task: Task) -> float:
     except SimError as exc:  # ALREADY_CONNECTED counts as connected (hixl_impl.cc:150-157)
         task.ok = exc.code is LLMStatusCode.LLM_ALREADY_LINK
         return world.config.message_rtt_s
+    cost = hixl_faults.connect(world, engine, None, task.remote, server, cost)
     task.ok, task.found = server is not None and cost <= task.timeout_s, server
     return min(cost, task.timeout_s)
 
@@ -339,6 +364,7 @@ def connect_status(world: SimWorld, engine: HixlEngine, remote: str) -> ConnectS
     """The table's entry; none reads ``NOT_CONNECT`` (``connect_pool_executor.cc:128-133``)."""
     with world.lock:
         live(world, engine)
+        hixl_faults.meet(world, engine, "hixl.get_async_connect_status", remote)
         state = engine.pool.table.get(remote, ConnectState.NOT_CONNECT)
         if remote in {t.remote for t in engine.pool.queue + engine.pool.running}:
             poll_wait(world, engine.pool.next_change())
@@ -349,6 +375,7 @@ def connect_statuses(world: SimWorld, engine: HixlEngine) -> Dict[str, ConnectSt
     """Every entry present (``connect_pool_executor.cc:135-140``)."""
     with world.lock:
         live(world, engine)
+        hixl_faults.meet(world, engine, "hixl.get_all_async_connect_status")
         table = dict(engine.pool.table)
         poll_wait(world, engine.pool.next_change())
         return table
@@ -367,6 +394,7 @@ def notify(
         peer = engine.peers.get(remote)
         if peer is None:
             raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"not connected to {remote}")
+        hixl_faults.notify(world, engine, remote, peer, timeout_s)
         if not peer.alive:
             world.elapse(timeout_s)
             raise SimError(LLMStatusCode.LLM_TIMEOUT, f"{remote} did not acknowledge the notify")
@@ -380,5 +408,6 @@ def drain_notifies(world: SimWorld, engine: HixlEngine) -> List[Tuple[bytes, byt
     """Every notify received, from any client; the queue empties (``hixl_server.cc:177-182``)."""
     with world.lock:
         live(world, engine)
+        hixl_faults.meet(world, engine, "hixl.get_notifies")
         drained, engine.notifies = engine.notifies, []
         return drained

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import hixl_faults
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.hixl_engines import (
     AUTO_CONNECT_ASYNC_S,
@@ -27,7 +28,6 @@ from datadist_sim._world.hixl_engines import (
     Region,
     Request,
     connect_now,
-    drop_connection,
     live,
     poll_wait,
 )
@@ -101,9 +101,8 @@ def _checked(engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc]
         if engine.settings.kind is EngineKind.HIXL_CS and not descs:  # hixl_client.cc:173
             raise SimError(_P, "op_descs is empty")
         return _plan(engine, engine.peers[remote], write, descs)
-    except SimError:
-        if engine.settings.auto_connect:
-            drop_connection(engine, remote)
+    except SimError as exc:
+        hixl_faults.fail_connection(engine, remote, exc.code)
         raise
 
 
@@ -113,9 +112,9 @@ def _copy(world: SimWorld, engine: HixlEngine, remote: str, copies: List[Desc]) 
     try:
         world.space_copy(copies)
     except SimError as exc:
-        if engine.settings.auto_connect:
-            drop_connection(engine, remote)
-        if exc.code is LLMStatusCode.LLM_PARAM_INVALID:
+        code = exc.code if exc.code is LLMStatusCode.LLM_PARAM_INVALID else _F
+        hixl_faults.fail_connection(engine, remote, code)
+        if code is LLMStatusCode.LLM_PARAM_INVALID:
             raise
         raise SimError(_F, exc.message) from None
 
@@ -141,10 +140,11 @@ def transfer(
         _check_empty(engine, descs)
         _peer_for_transfer(world, engine, remote, timeout_s)
         copies = _checked(engine, remote, write, descs)
-        duration = _duration(world, copies)
+        duration = hixl_faults.transfer_sync(
+            world, engine, remote, copies, _duration(world, copies), timeout_s
+        )
         if duration > timeout_s:
-            if engine.settings.auto_connect:
-                drop_connection(engine, remote)
+            hixl_faults.fail_connection(engine, remote, LLMStatusCode.LLM_TIMEOUT)
             world.elapse(timeout_s)
             raise SimError(
                 LLMStatusCode.LLM_TIMEOUT, f"transfer of {len(copies)} ranges outlasts {timeout_s} s"
@@ -163,11 +163,15 @@ def transfer_start(
         _check_empty(engine, descs)
         _peer_for_transfer(world, engine, remote, AUTO_CONNECT_ASYNC_S)
         copies = _checked(engine, remote, write, descs)
-        _copy(world, engine, remote, copies)
-        duration = _duration(world, copies)
+        outcome = hixl_faults.transfer_async(world, engine, remote)
+        if outcome.moves:
+            _copy(world, engine, remote, copies)
+        duration = _duration(world, copies) + outcome.extra_s
         req = engine.next_req
         engine.next_req += 1
-        engine.requests[req] = Request(remote, user_data, world.now() + duration)
+        engine.requests[req] = Request(
+            remote, user_data, world.now() + duration, outcome.state or OpState.COMPLETED
+        )
         return req
 
 
@@ -177,7 +181,7 @@ def _state(world: SimWorld, engine: HixlEngine, req: int, request: Request) -> O
     if world.now() < request.done_at:
         return OpState.WAITING
     del engine.requests[req]
-    return OpState.COMPLETED
+    return request.state
 
 
 def transfer_poll(world: SimWorld, engine: HixlEngine, req: int) -> OpState:
@@ -189,6 +193,14 @@ def transfer_poll(world: SimWorld, engine: HixlEngine, req: int) -> OpState:
         if request.remote not in engine.peers:  # comm: adxl_inner_engine.cc:563-572
             del engine.requests[req]
             raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"the connection of request {req:#x} is gone")
+        try:
+            failed = hixl_faults.poll(world, engine, "hixl.get_transfer_status", request.remote)
+        except SimError:
+            engine.requests.pop(req, None)  # an error reading it forgets it (adxl_inner_engine.cc:574-584)
+            raise
+        if failed is not None:
+            del engine.requests[req]
+            return failed
         state = _state(world, engine, req, request)
         if state is OpState.WAITING:
             poll_wait(world, request.done_at)
@@ -207,11 +219,16 @@ def transfer_poll_all(
             raise SimError(
                 LLMStatusCode.LLM_FEATURE_NOT_ENABLED, "the comm engine has no get_all_transfer_status"
             )
+        hixl_faults.meet(world, engine, "hixl.get_all_transfer_status")
         results: List[Tuple[int, int, OpState]] = []
         waiting: List[float] = []
         for req, request in list(engine.requests.items()):
             if len(results) >= max_count:
                 break
+            if request.remote in engine.broken:  # a latched failure (hixl_cs_client.cc:1102-1108)
+                del engine.requests[req]
+                results.append((req, request.user_data, OpState.FAILED))
+                continue
             state = _state(world, engine, req, request)
             if state is OpState.WAITING:
                 waiting.append(request.done_at)

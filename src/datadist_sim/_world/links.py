@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role, reads_table
 from datadist_sim._world.errors import SimError
 from datadist_sim.faults.effects import link_effect
@@ -256,7 +257,7 @@ def _connect(
     call = Call(current_op("link_clusters"), node.cluster_id, server.cluster_id)
     effect = link_effect(world.faults.on_call(call))
     if effect.fail is not None:
-        return effect.fail, cfg.message_rtt_s
+        return as_llm(effect.fail), cfg.message_rtt_s
     setup_s = cfg.link_setup_s
     for extra in effect.delays:
         setup_s += extra

@@ -92,7 +92,11 @@ def open_trace_sink(template: Union[str, Path], mode: str = "w") -> IO[str]:
 
 _FIELDS = ("time", "cluster_id", "op", "outcome", "detail", "args", "kind")
 ArgsFormat = Callable[[Tuple[Any, ...], Optional[Dict[str, Any]]], str]
-_Call = Tuple[float, Optional[int], str, str, str, ArgsFormat, Tuple[Any, ...], Optional[Dict[str, Any]]]
+ClusterRef = Union[int, str]
+"""Where an event happened: a cluster id, or the name of a ``hixl`` engine."""
+_Call = Tuple[
+    float, Optional[ClusterRef], str, str, str, ArgsFormat, Tuple[Any, ...], Optional[Dict[str, Any]]
+]
 """A call's fields as ``Trace.record_call`` keeps them until the trace is read."""
 
 
@@ -127,7 +131,7 @@ class TraceEvent:
     def __init__(
         self,
         time: float,
-        cluster_id: Optional[int],
+        cluster_id: Optional[ClusterRef],
         op: str,
         outcome: str,
         detail: str = "",
@@ -203,7 +207,7 @@ class Trace:
 
     def record_call(
         self,
-        cluster_id: Optional[int],
+        cluster_id: Optional[ClusterRef],
         op: str,
         outcome: str,
         detail: str,

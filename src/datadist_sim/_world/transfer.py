@@ -14,6 +14,7 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cache_table import check_accessible, check_reachable, table_of
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import other_threads
@@ -210,7 +211,7 @@ def _run(
             for poison in effect.poison:
                 _poison(world, poison, ranges[0], remote_is_src)
         if effect.fail is not None:
-            raise SimError(effect.fail, f"injected by fault rule {effect.rule!r}")
+            raise SimError(as_llm(effect.fail), f"injected by fault rule {effect.rule!r}")
         if effect.cut:
             half = min(seconds / 2, node.settings.sync_kv_timeout_ms / 1000.0)
             world.elapse(half)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-from typing import IO, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import IO, Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import active
+from datadist_sim._world import active, hixl_faults
 from datadist_sim._world.address_space import AddressSpace
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import Clock, VirtualClock, Wake
@@ -122,8 +122,11 @@ class SimWorld:
             if not quiet:
                 self.record(node.cluster_id, "node.finalize", "ok", kind="event")
 
-    def kill(self, cluster_id: int) -> None:
-        """The process of ``cluster_id`` dies: listeners close, memory is reclaimed, peers are not told."""
+    def kill(self, cluster_id: Union[int, str]) -> None:
+        """The process of ``cluster_id`` dies: listeners close, memory is reclaimed, peers are not told.
+        A name is that of ``hixl`` engines (``hixl_faults``)."""
+        if isinstance(cluster_id, str):
+            return hixl_faults.kill(self, cluster_id)
         with self.lock:
             node = self._nodes.get(cluster_id)
             if node is None:
@@ -140,9 +143,11 @@ class SimWorld:
         """The live instance with this id, if any."""
         return self._nodes.get(cluster_id)
 
-    def engine_mode(self, cluster_id: Optional[int]) -> Optional[EngineMode]:
+    def engine_mode(self, cluster_id: Optional[Union[int, str]]) -> Optional[EngineMode]:
         """The engine mode of the instance with this id (live or killed), for the fault plan; None
-        when no instance has it."""
+        when no instance has it. A name is that of ``hixl`` engines."""
+        if isinstance(cluster_id, str):
+            return EngineMode.HIXL_ENGINE if cluster_id in self.hixl.named else None
         node = None if cluster_id is None else self._nodes.get(cluster_id)
         return None if node is None else node.engine_mode
 
@@ -247,8 +252,10 @@ class SimWorld:
         na, nb = self._nodes.get(a), self._nodes.get(b)
         return na is not None and nb is not None and b in na.peers and a in nb.peers
 
-    def break_link(self, a: int, b: int) -> None:
+    def break_link(self, a: Union[int, str], b: Union[int, str]) -> None:
         """Cut the link between ``a`` and ``b``: both ends stay but fail until it is made again."""
+        if isinstance(a, str) or isinstance(b, str):
+            return hixl_faults.cut(self, str(a), str(b))
         with self.lock:
             for holder, remote in ((a, b), (b, a)):
                 node = self._nodes.get(holder)
@@ -263,9 +270,12 @@ class SimWorld:
 
     # -- memory pools under faults ----------------------------------------------------------------
 
-    def cap_pool(self, cluster_id: int, nbytes: Optional[int]) -> Optional[int]:
+    def cap_pool(self, cluster_id: Union[int, str], nbytes: Optional[int]) -> Optional[int]:
         """Cap the device pool of ``cluster_id`` at ``nbytes`` in use (None: what it uses now); returns
-        the previous limit for ``restore_pool``. A cluster without a pool is left alone."""
+        the previous limit for ``restore_pool``. A cluster without a pool is left alone. ``hixl``
+        engines (a name) have no memory pool: their connect pool takes no task."""
+        if isinstance(cluster_id, str):
+            return hixl_faults.cap_pool(self, cluster_id)
         store = self.caches.get(cluster_id)
         pool = None if store is None else store.device_pool
         if pool is None:
@@ -274,7 +284,9 @@ class SimWorld:
         pool.set_limit(pool.used if nbytes is None else nbytes)
         return previous
 
-    def restore_pool(self, cluster_id: int, previous: object) -> None:
+    def restore_pool(self, cluster_id: Union[int, str], previous: object) -> None:
+        if isinstance(cluster_id, str):
+            return hixl_faults.restore_pool(self, cluster_id, previous)
         store = self.caches.get(cluster_id)
         pool = None if store is None else store.device_pool
         if pool is not None:
@@ -336,7 +348,7 @@ class SimWorld:
 
     def record(
         self,
-        cluster_id: Optional[int],
+        cluster_id: Optional[Union[int, str]],
         op: str,
         outcome: str,
         detail: str = "",

@@ -12,8 +12,9 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from datadist_sim._status_hixl import label
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.actions import (
@@ -32,6 +33,13 @@ Schedule = List[Spec]
 CALL_KINDS = CALL_ACTIONS
 WORLD_KINDS = WORLD_ACTIONS
 _REQ = re.compile(r"req_id=(\d+)")
+Where = Union[int, str]
+"""A cluster id, or the name of a ``hixl`` engine (what a rule's ``cluster`` names)."""
+
+
+def _order(where: Where) -> Tuple[bool, int, str]:
+    """Cluster ids in number order, then engine names."""
+    return (isinstance(where, str), where if isinstance(where, int) else 0, str(where))
 
 
 def codes_for(op: str, mode: Optional[engine_codes.EngineMode] = None) -> Tuple[str, ...]:
@@ -40,7 +48,7 @@ def codes_for(op: str, mode: Optional[engine_codes.EngineMode] = None) -> Tuple[
     modes = engine_codes.modes() if mode is None else (mode,)
     out: Dict[str, None] = {}
     for m in modes:
-        out.update(dict.fromkeys(code.name for code in engine_codes.fault_codes(op, m)))
+        out.update(dict.fromkeys(label(code) for code in engine_codes.fault_codes(op, m)))
     return tuple(out)
 
 
@@ -55,7 +63,7 @@ class CallSite:
     """One call the baseline made: the ``nth`` call of ``op`` on ``cluster`` (counted from 1)."""
 
     op: str
-    cluster: Optional[int]
+    cluster: Optional[Where]
     nth: int
     req_id: Optional[int] = None
     time: float = field(default=0.0, compare=False)
@@ -67,16 +75,16 @@ class Baseline:
     """What the fault-free run showed: its calls in order, the clusters, and the simulated time."""
 
     calls: List[CallSite] = field(default_factory=list)
-    clusters: List[int] = field(default_factory=list)
+    clusters: List[Where] = field(default_factory=list)
     sim_time: float = 0.0
-    modes: Dict[int, engine_codes.EngineMode] = field(default_factory=dict)
+    modes: Dict[Where, engine_codes.EngineMode] = field(default_factory=dict)
     """The engine mode of each cluster the baseline brought up (``engine_codes.trace_modes``)."""
 
     @classmethod
     def from_trace(cls, events: Sequence[TraceEvent], sim_time: float) -> Baseline:
-        counts: Dict[Tuple[str, Optional[int]], int] = {}
+        counts: Dict[Tuple[str, Optional[Where]], int] = {}
         calls: List[CallSite] = []
-        clusters: List[int] = []
+        clusters: List[Where] = []
         for event in events:
             if event.cluster_id is not None and event.cluster_id not in clusters:
                 clusters.append(event.cluster_id)
@@ -87,9 +95,9 @@ class Baseline:
             found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
             req = int(found.group(1)) if found else None
             calls.append(CallSite(event.op, event.cluster_id, counts[key], req, event.time))
-        return cls(calls, sorted(clusters), sim_time, engine_codes.trace_modes(events))
+        return cls(calls, sorted(clusters, key=_order), sim_time, engine_codes.trace_modes(events))
 
-    def mode_of(self, cluster: Optional[int]) -> Optional[engine_codes.EngineMode]:
+    def mode_of(self, cluster: Optional[Where]) -> Optional[engine_codes.EngineMode]:
         """The mode of ``cluster`` in the baseline, or None when it did not show."""
         return None if cluster is None else self.modes.get(cluster)
 
@@ -97,7 +105,7 @@ class Baseline:
     def ops(self) -> List[str]:
         return sorted({c.op for c in self.calls})
 
-    def others(self, cluster: Optional[int]) -> List[int]:
+    def others(self, cluster: Optional[Where]) -> List[Where]:
         return [c for c in self.clusters if c != cluster] or list(self.clusters)
 
 

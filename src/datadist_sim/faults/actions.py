@@ -4,7 +4,8 @@ is a row here, its constructor and effect on this floor, and the one place in th
 
 - a call action ends up in an ``effects.Effect`` field, applied where its calls meet their faults: at the
   engine's door for a plain call (``_world/call_faults.py``), per remote cluster for a link call
-  (``_world/links.py``), inside the transfer engine for a transfer (``_world/transfer.py``);
+  (``_world/links.py``), inside the transfer engine for a transfer (``_world/transfer.py``); every call of
+  the ``hixl`` engine API meets its own at one point (``_world/hixl_faults.py``);
 - a world action is applied by the plan (``plan.FaultPlan._apply_world`` and ``_heal``) through one
   ``WorldHooks`` method of the world, and read back by the world's queries (``hung``, ``partitioned``).
 
@@ -17,7 +18,16 @@ from dataclasses import dataclass
 from typing import Dict, Tuple
 
 TRANSFER_OPS = frozenset(
-    {"pull_cache", "pull_blocks", "push_cache", "push_blocks", "transfer_cache_async", "transfer_cache"}
+    {
+        "pull_cache",
+        "pull_blocks",
+        "push_cache",
+        "push_blocks",
+        "transfer_cache_async",
+        "transfer_cache",
+        "hixl.transfer_sync",
+        "hixl.transfer_async",
+    }
 )
 """Calls whose faults act inside the transfer engine (time, bytes, the link), not at the call's door."""
 LINK_OPS = frozenset({"link_clusters", "unlink_clusters"})

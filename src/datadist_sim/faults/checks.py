@@ -62,6 +62,23 @@ API_OPS = frozenset(
         # CacheTask (what transfer_cache_async returns)
         "synchronize",
         "get_results",
+        # hixl.Hixl (the hixl engine API), as its face traces them
+        "hixl.initialize",
+        "hixl.finalize",
+        "hixl.register_mem",
+        "hixl.deregister_mem",
+        "hixl.connect",
+        "hixl.disconnect",
+        "hixl.connect_async",
+        "hixl.disconnect_async",
+        "hixl.get_async_connect_status",
+        "hixl.get_all_async_connect_status",
+        "hixl.transfer_sync",
+        "hixl.transfer_async",
+        "hixl.get_transfer_status",
+        "hixl.get_all_transfer_status",
+        "hixl.send_notify",
+        "hixl.get_notifies",
     }
 )
 """Every public method the face traces (``api_call``), by the name a rule's ``op`` matches; a test

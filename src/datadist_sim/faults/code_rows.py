@@ -2,26 +2,28 @@
 mode (``v2``, also ``hixl`` unless it has its own row) and in KvCacheManager mode (``kv``: ``v2-kv`` and
 ``v1``, one engine), each with its vendor source (file:line of hicann/hixl at 9ed283b; ``GE`` =
 hicann/ge at ffdcbc9f7). docs/vendor_facts.md, "Codes each operation can give, per mode", explains them.
-Only data; ``engine_codes`` builds the table and answers questions about it."""
+The ``hixl`` engine API's rows are in ``hixl_code_rows``. Only data; ``engine_codes`` builds the table
+and answers questions about it."""
 
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import Code
 
 _C = LLMStatusCode
 FAILED = _C.LLM_FAILED
 PARAM = _C.LLM_PARAM_INVALID
 
-Spec = Tuple[Tuple[LLMStatusCode, ...], Tuple[LLMStatusCode, ...], Optional[LLMStatusCode], str, str]
+Spec = Tuple[Tuple[Code, ...], Tuple[Code, ...], Optional[Code], str, str]
 """(codes, args_only, timeout code, source, what the source leaves open)."""
 
 
 def _r(
-    codes: Tuple[LLMStatusCode, ...],
-    args_only: Tuple[LLMStatusCode, ...] = (PARAM,),
-    timeout: Optional[LLMStatusCode] = None,
+    codes: Tuple[Code, ...],
+    args_only: Tuple[Code, ...] = (PARAM,),
+    timeout: Optional[Code] = None,
     source: str = "",
     silent: str = "",
 ) -> Spec:

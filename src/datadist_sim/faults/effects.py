@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
-from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import Code
 from datadist_sim.faults.actions import DOOR_ACTIONS as DOOR_ACTIONS
 from datadist_sim.faults.actions import LINK_OPS, TRANSFER_OPS
 from datadist_sim.faults.rules import Fault
@@ -42,7 +42,7 @@ class Effect(NamedTuple):
     """Seconds the call takes longer, one entry per delay rule, in order."""
     poison: Tuple[Poison, ...] = ()
     """Memory a transfer finds poisoned, in order, before anything ends it."""
-    fail: Optional[LLMStatusCode] = None
+    fail: Optional[Code] = None
     """The call fails with this code (a link call: that cluster's entry)."""
     timeout: bool = False
     """The call times out (a link call: its set-up never finishes)."""

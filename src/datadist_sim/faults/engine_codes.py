@@ -6,14 +6,17 @@ This module is the one table of those codes (its rows, with their sources, are `
 ``Fault`` checks its codes against it, and explore, the hypothesis strategies, the bundled scenarios and
 the error-path coverage all read it.
 
-Four modes (``EngineMode``):
+Five modes (``EngineMode``):
 
 - ``v2``: ``llm_datadist`` with ``llm.EnableCacheManager`` (hixl's C++ engine, ``LLMDataDistV2``), the
   default (HCCL) transfer backend;
 - ``hixl``: the same with ``llm.TransferBackend = "hixl"`` (``HixlTransferEngine``);
 - ``v2-kv``: ``llm_datadist``'s ``LLMDataDist`` in KvCacheManager mode, which builds GE's v1 engine
   (hixl ``src/python/llm_datadist/llm_datadist/v2/llm_datadist.py:112-125``);
-- ``v1``: the ``llm_datadist_v1`` package, GE's engine itself.
+- ``v1``: the ``llm_datadist_v1`` package, GE's engine itself;
+- ``hixl-engine``: the ``hixl`` engine API (``import hixl``), whose operations are ``hixl.<method>`` and
+  whose codes are hixl's own (``HixlCode``); it has rows for those operations only, and they have rows
+  in it only.
 
 ``v2-kv`` and ``v1`` run the same engine (GE's flow functions behind GE's ``llm_wrapper``), so their rows
 are the same; only the exception class differs (``_status_v1``). Each row gives its source (file:line of
@@ -33,11 +36,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Dict, FrozenSet, Iterable, Optional, Protocol, Tuple, Union
 
-from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import Code, HixlCode, label
 from datadist_sim.faults.code_rows import SPECS
+from datadist_sim.faults.hixl_code_rows import HIXL_SPECS
 
 __all__ = [
     "CodeRow",
+    "HixlCode",
     "EngineMode",
     "OPS",
     "check_code",
@@ -61,6 +66,7 @@ class EngineMode(str, Enum):
     HIXL = "hixl"
     V2_KV = "v2-kv"
     V1 = "v1"
+    HIXL_ENGINE = "hixl-engine"
 
     def __str__(self) -> str:
         return self.value
@@ -76,11 +82,11 @@ class CodeRow:
 
     op: str
     mode: EngineMode
-    codes: Tuple[LLMStatusCode, ...]
+    codes: Tuple[Code, ...]
     """Every code the real library can return or raise for this call, the systematic pass's first."""
-    args_only: FrozenSet[LLMStatusCode]
+    args_only: FrozenSet[Code]
     """The codes of ``codes`` that only a bad argument or the wrong mode gets."""
-    timeout: Optional[LLMStatusCode]
+    timeout: Optional[Code]
     """The code the call gives when it times out in this mode; None: it has no timeout to run out."""
     source: str
     """Where the codes come from (vendor file:line)."""
@@ -88,9 +94,12 @@ class CodeRow:
     """What the source leaves open, if anything."""
 
     @property
-    def fault_codes(self) -> Tuple[LLMStatusCode, ...]:
+    def fault_codes(self) -> Tuple[Code, ...]:
         """The codes a correct client can meet here, in order: what fault searches draw from."""
         return tuple(code for code in self.codes if code not in self.args_only)
+
+
+_ELSEWHERE = ((), (), None, "no such operation in this mode's API", "")
 
 
 def _build() -> Dict[Tuple[str, EngineMode], CodeRow]:
@@ -98,14 +107,18 @@ def _build() -> Dict[Tuple[str, EngineMode], CodeRow]:
     for op, specs in SPECS.items():
         for mode in EngineMode:
             key = "kv" if mode in (EngineMode.V2_KV, EngineMode.V1) else mode.value
-            spec = specs.get(key) or specs["v2"]
+            spec = _ELSEWHERE if mode is EngineMode.HIXL_ENGINE else specs.get(key) or specs["v2"]
             codes, args_only, timeout, source, silent = spec
+            table[op, mode] = CodeRow(op, mode, codes, frozenset(args_only), timeout, source, silent)
+    for op, spec in HIXL_SPECS.items():
+        for mode in EngineMode:
+            codes, args_only, timeout, source, silent = spec if mode is EngineMode.HIXL_ENGINE else _ELSEWHERE
             table[op, mode] = CodeRow(op, mode, codes, frozenset(args_only), timeout, source, silent)
     return table
 
 
 _TABLE = _build()
-OPS: FrozenSet[str] = frozenset(SPECS)
+OPS: FrozenSet[str] = frozenset(SPECS) | frozenset(HIXL_SPECS)
 """Every operation the table has rows for (the face's traced operations, ``faults.checks.API_OPS``)."""
 
 
@@ -113,12 +126,13 @@ OPS: FrozenSet[str] = frozenset(SPECS)
 
 
 def modes() -> Tuple[EngineMode, ...]:
-    """The four modes, in table order."""
+    """The five modes, in table order."""
     return tuple(EngineMode)
 
 
 def to_mode(mode: Union[EngineMode, str]) -> EngineMode:
-    """A mode from itself or its name (``"v2"``, ``"hixl"``, ``"v2-kv"``, ``"v1"``); ValueError else."""
+    """A mode from itself or its name (``"v2"``, ``"hixl"``, ``"v2-kv"``, ``"v1"``, ``"hixl-engine"``);
+    ValueError else."""
     if isinstance(mode, EngineMode):
         return mode
     try:
@@ -140,16 +154,20 @@ def mode_of(cache_manager: bool, hixl: bool = False) -> EngineMode:
 class _Event(Protocol):
     """What ``trace_modes`` reads of a trace event."""
 
-    cluster_id: Optional[int]
+    cluster_id: Optional[Union[int, str]]
     op: str
     detail: str
 
 
-def trace_modes(events: Iterable[_Event]) -> Dict[int, EngineMode]:
+def trace_modes(events: Iterable[_Event]) -> Dict[Union[int, str], EngineMode]:
     """The mode of each instance a trace shows coming up: the world records ``node.init`` with the
-    detail ``"<role> v1|v2[ hixl]"`` (the engine, KvCacheManager or CacheManager, and the backend)."""
-    found: Dict[int, EngineMode] = {}
+    detail ``"<role> v1|v2[ hixl]"`` (the engine, KvCacheManager or CacheManager, and the backend), and
+    ``hixl.engine.init`` for an engine of the ``hixl`` API (keyed by its name)."""
+    found: Dict[Union[int, str], EngineMode] = {}
     for event in events:
+        if event.op == "hixl.engine.init" and event.cluster_id is not None:
+            found[event.cluster_id] = EngineMode.HIXL_ENGINE
+            continue
         if event.op != "node.init" or event.cluster_id is None:
             continue
         words = event.detail.split()
@@ -163,32 +181,32 @@ def row(op: str, mode: Union[EngineMode, str]) -> CodeRow:
     return _TABLE[op, to_mode(mode)]
 
 
-def codes_for(op: str, mode: Union[EngineMode, str]) -> FrozenSet[LLMStatusCode]:
+def codes_for(op: str, mode: Union[EngineMode, str]) -> FrozenSet[Code]:
     """Every code the real library can give ``op`` in ``mode`` (empty for an unknown operation)."""
     found = _TABLE.get((op, to_mode(mode)))
     return frozenset(found.codes) if found is not None else frozenset()
 
 
-def fault_codes(op: str, mode: Union[EngineMode, str]) -> Tuple[LLMStatusCode, ...]:
+def fault_codes(op: str, mode: Union[EngineMode, str]) -> Tuple[Code, ...]:
     """The codes a correct client can meet from ``op`` in ``mode``, the systematic pass's first."""
     found = _TABLE.get((op, to_mode(mode)))
     return found.fault_codes if found is not None else ()
 
 
-def timeout_code(op: str, mode: Union[EngineMode, str]) -> Optional[LLMStatusCode]:
+def timeout_code(op: str, mode: Union[EngineMode, str]) -> Optional[Code]:
     """The code ``op`` gives when it times out in ``mode``, or None when it cannot time out there."""
     found = _TABLE.get((op, to_mode(mode)))
     return found.timeout if found is not None else None
 
 
-def modes_giving(op: str, code: LLMStatusCode) -> Tuple[EngineMode, ...]:
+def modes_giving(op: str, code: Code) -> Tuple[EngineMode, ...]:
     """The modes in which ``op`` can give ``code``."""
     return tuple(mode for mode in EngineMode if code in codes_for(op, mode))
 
 
 def _listing(op: str, mode: EngineMode) -> str:
     found = _TABLE.get((op, mode))
-    return ", ".join(code.name for code in found.codes) if found is not None and found.codes else "no code"
+    return ", ".join(label(code) for code in found.codes) if found is not None and found.codes else "no code"
 
 
 def describe(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> str:
@@ -204,15 +222,15 @@ def describe(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None)
 OUTSIDE = "any_code=True injects it anyway, outside the engine's behaviour"
 
 
-def impossible(op: str, code: LLMStatusCode, mode: Union[EngineMode, str]) -> Optional[str]:
+def impossible(op: str, code: Code, mode: Union[EngineMode, str]) -> Optional[str]:
     """None when ``op`` can give ``code`` in ``mode``; else the reason, naming the codes it can give."""
     m = to_mode(mode)
     if code in codes_for(op, m):
         return None
-    return f"{op} cannot give {code.name} in {m.value} mode; it gives {_listing(op, m)}"
+    return f"{op} cannot give {label(code)} in {m.value} mode; it gives {_listing(op, m)}"
 
 
-def check_code(op: str, code: LLMStatusCode, mode: Optional[Union[EngineMode, str]] = None) -> None:
+def check_code(op: str, code: Code, mode: Optional[Union[EngineMode, str]] = None) -> None:
     """ValueError unless ``op`` can give ``code`` in ``mode`` (in some mode, when ``mode`` is None); the
     message names the codes the operation can give."""
     if mode is not None:
@@ -222,12 +240,12 @@ def check_code(op: str, code: LLMStatusCode, mode: Optional[Union[EngineMode, st
         return
     if op not in OPS or modes_giving(op, code):
         return
-    raise ValueError(f"{op} cannot give {code.name} in any mode; it gives {describe(op)} ({OUTSIDE})")
+    raise ValueError(f"{op} cannot give {label(code)} in any mode; it gives {describe(op)} ({OUTSIDE})")
 
 
-def union(ops: Iterable[str], modes_: Iterable[Union[EngineMode, str]]) -> FrozenSet[LLMStatusCode]:
+def union(ops: Iterable[str], modes_: Iterable[Union[EngineMode, str]]) -> FrozenSet[Code]:
     """Every code any of ``ops`` can give in any of ``modes_`` (what a client of those modes can meet)."""
-    out: set[LLMStatusCode] = set()
+    out: set[Code] = set()
     for op in ops:
         for mode in modes_:
             out |= codes_for(op, mode)

@@ -31,7 +31,8 @@ class Workload:
     Decode ``101..100+D``)."""
 
     mode: str = "v2"
-    """``v1``: KvCacheManager mode; ``v2``: CacheManager mode."""
+    """``v1``: KvCacheManager mode; ``v2``: CacheManager mode; ``hixl``: engines of the ``hixl`` API
+    (``scenarios/hixl_workload.py``)."""
     prompts: int = 1
     decodes: int = 1
     requests: int = 32
@@ -50,8 +51,8 @@ class Workload:
     """At the end the first Prompt switches role while its links are live, then after unlinking."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("v1", "v2"):
-            raise ValueError(f"workload.mode must be 'v1' or 'v2', got {self.mode!r}")
+        if self.mode not in ("v1", "v2", "hixl"):
+            raise ValueError(f"workload.mode must be 'v1', 'v2' or 'hixl', got {self.mode!r}")
         for name in ("prompts", "decodes", "requests", "tries", "link_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"workload.{name} must be >= 1, got {getattr(self, name)}")

@@ -31,6 +31,9 @@ from datadist_sim.faults.rules import (
     refusal,
 )
 
+ClusterRef = Union[int, str]
+"""What a rule hits: a cluster id, or the name of a ``hixl`` engine."""
+
 __all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "only_masked", "unfired_notes"]
 
 
@@ -50,11 +53,11 @@ class WorldHooks(Protocol):
 
     def now(self) -> float: ...
 
-    def engine_mode(self, cluster_id: Optional[int]) -> Optional[EngineMode]: ...
+    def engine_mode(self, cluster_id: Optional[ClusterRef]) -> Optional[EngineMode]: ...
 
     def record(
         self,
-        cluster_id: Optional[int],
+        cluster_id: Optional[ClusterRef],
         op: str,
         outcome: str,
         detail: str = "",
@@ -63,13 +66,13 @@ class WorldHooks(Protocol):
         kind: str = "event",
     ) -> None: ...
 
-    def kill(self, cluster_id: int) -> None: ...
+    def kill(self, cluster_id: ClusterRef) -> None: ...
 
-    def break_link(self, a: int, b: int) -> None: ...
+    def break_link(self, a: ClusterRef, b: ClusterRef) -> None: ...
 
-    def cap_pool(self, cluster_id: int, nbytes: Optional[int]) -> Optional[int]: ...
+    def cap_pool(self, cluster_id: ClusterRef, nbytes: Optional[int]) -> Optional[int]: ...
 
-    def restore_pool(self, cluster_id: int, previous: object) -> None: ...
+    def restore_pool(self, cluster_id: ClusterRef, previous: object) -> None: ...
 
 
 @dataclass
@@ -93,8 +96,8 @@ class Call:
     """What a fault rule can see of a call."""
 
     op: str
-    cluster: Optional[int]
-    remote: Optional[int] = None
+    cluster: Optional[ClusterRef]
+    remote: Optional[ClusterRef] = None
     req_id: Optional[int] = None
 
 
@@ -293,7 +296,7 @@ class FaultPlan:
             ]
         return min(times, default=None)
 
-    def hung(self, cluster_id: int) -> bool:
+    def hung(self, cluster_id: ClusterRef) -> bool:
         """``cluster_id`` answers nobody now (a hang rule holds)."""
         return self._holds(lambda rule: rule.action == "hang" and rule.cluster == cluster_id)
 
@@ -304,7 +307,7 @@ class FaultPlan:
         with self._lock:
             return any(s.fired and not s.healed and test(r) for r, s in self._rules.items())
 
-    def partitioned(self, a: int, b: int) -> bool:
+    def partitioned(self, a: ClusterRef, b: ClusterRef) -> bool:
         """No traffic flows between ``a`` and ``b`` now (a partition, or either side hung)."""
         pair = {a, b}
         return self._holds(

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Optional, Protocol, Sequence, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._status_hixl import Code, HixlCode, from_label, label
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.actions import ACTIONS as ACTIONS
 from datadist_sim.faults.actions import CALL_ACTIONS as CALL_ACTIONS
@@ -61,15 +62,16 @@ class Fault:
     """
 
     action: str
-    code: Optional[LLMStatusCode] = None
+    code: Optional[Code] = None
     seconds: float = 0.0
     landed: Optional[bool] = False
     nbytes: Optional[int] = None
     side: str = "remote"
     """For ``poison``: whose memory the matched transfer finds poisoned, the peer's or the caller's."""
     op: Optional[Tuple[str, ...]] = None
-    cluster: Optional[int] = None
-    remote: Optional[int] = None
+    cluster: Optional[Union[int, str]] = None
+    """A cluster id, or the name (``local_engine``) of a ``hixl`` engine."""
+    remote: Optional[Union[int, str]] = None
     req_id: Optional[int] = None
     nth: Optional[int] = None
     first: Optional[int] = None
@@ -111,11 +113,12 @@ class Fault:
     # -- constructors ---------------------------------------------------------------------------
 
     @classmethod
-    def fail(cls, code: Union[LLMStatusCode, int, str], *, op: Ops = None, **when: object) -> Fault:
+    def fail(cls, code: Union[Code, int, str], *, op: Ops = None, **when: object) -> Fault:
         """The call fails with ``code``; nothing else changes (a link call reports it per cluster).
 
         ``code`` must be one the operation can give in some mode (``engine_codes``), else ValueError
         naming the codes it can give; a caller whose mode cannot give it is not hit (the plan says so).
+        A ``hixl`` engine operation takes a hixl code: ``hixl.TIMEOUT`` (its integer), or ``"hixl.TIMEOUT"``.
         ``any_code=True`` injects it anyway, outside the engine's behaviour."""
         return cls("fail", code=to_code(code), op=_ops(op), **when)  # type: ignore[arg-type]
 
@@ -148,28 +151,31 @@ class Fault:
         return cls("poison", side=side, op=_ops(op), **when)  # type: ignore[arg-type]
 
     @classmethod
-    def partition(cls, a: int, b: int, **when: object) -> Fault:
-        """No traffic between ``a`` and ``b``: link set-up fails, transfers time out."""
+    def partition(cls, a: Union[int, str], b: Union[int, str], **when: object) -> Fault:
+        """No traffic between ``a`` and ``b`` (cluster ids, or ``hixl`` engine names): link set-up
+        fails, transfers time out."""
         return cls("partition", cluster=a, remote=b, **when)  # type: ignore[arg-type]
 
     @classmethod
-    def hang(cls, cluster: int, **when: object) -> Fault:
+    def hang(cls, cluster: Union[int, str], **when: object) -> Fault:
         """``cluster`` stops answering its peers: their calls to it time out."""
         return cls("hang", cluster=cluster, **when)  # type: ignore[arg-type]
 
     @classmethod
-    def kill(cls, cluster: int, **when: object) -> Fault:
+    def kill(cls, cluster: Union[int, str], **when: object) -> Fault:
         """The process of ``cluster`` dies: its memory is gone, its peers see link failures."""
         return cls("kill", cluster=cluster, **when)  # type: ignore[arg-type]
 
     @classmethod
-    def cap_pool(cls, cluster: int, nbytes: int, **when: object) -> Fault:
-        """The device pool of ``cluster`` gives out at most ``nbytes`` in use."""
+    def cap_pool(cls, cluster: Union[int, str], nbytes: int, **when: object) -> Fault:
+        """The device pool of ``cluster`` gives out at most ``nbytes`` in use (a ``hixl`` engine: its
+        connect pool takes no task, whatever ``nbytes``)."""
         return cls("cap_pool", cluster=cluster, nbytes=nbytes, **when)  # type: ignore[arg-type]
 
     @classmethod
-    def exhaust_pool(cls, cluster: int, **when: object) -> Fault:
-        """The device pool of ``cluster`` gives out nothing more than it has already given."""
+    def exhaust_pool(cls, cluster: Union[int, str], **when: object) -> Fault:
+        """The device pool of ``cluster`` gives out nothing more than it has already given (a ``hixl``
+        engine: its connect pool's queue is full, ``connect_async`` is ``RESOURCE_EXHAUSTED``)."""
         return cls("exhaust_pool", cluster=cluster, **when)  # type: ignore[arg-type]
 
     def copy(self, **changes: object) -> Fault:
@@ -183,7 +189,7 @@ class Fault:
             default = () if name == "sequence" else spec.default
             if name == "action" or value == default or (name == "name" and value == self.action):
                 continue
-            text = value.name if isinstance(value, LLMStatusCode) else repr(value)
+            text = label(value) if isinstance(value, (LLMStatusCode, HixlCode)) else repr(value)
             shown.append(f"{name}={text}")
         return f"Fault.{self.action}({', '.join(shown)})"
 
@@ -192,11 +198,15 @@ def _outcome(rule: Fault) -> str:
     """What ``rule`` makes a call do, as a verb phrase: ``give LLM_TIMEOUT``, ``time out``."""
     if rule.action == "timeout":
         return "time out"
-    return f"give {_code_of(rule).name}"
+    return f"give {label(_code_of(rule))}"
 
 
-def _code_of(rule: Fault) -> LLMStatusCode:
+def _code_of(rule: Fault, mode: Optional[EngineMode] = None) -> Code:
     if rule.action == "poison":
+        if mode is EngineMode.HIXL_ENGINE:
+            # A UCE under a hixl transfer fails its HCCL op or kernel: the runtime's error, FAILED
+            # (adxl_utils.cc:24-48; hixl_cs_client.cc:1106-1113 latches it as FAILED).
+            return HixlCode.FAILED
         remote = rule.side == "remote"
         return LLMStatusCode.LLM_SUSPECT_REMOTE_ERROR if remote else LLMStatusCode.LLM_DEVICE_MEM_ERROR
     assert rule.code is not None
@@ -214,7 +224,7 @@ def refusal(rule: Fault, op: str, mode: EngineMode) -> Optional[str]:
     if rule.action == "timeout":
         if engine_codes.timeout_code(op, mode) is not None:
             return None
-    elif _code_of(rule) in engine_codes.codes_for(op, mode):
+    elif _code_of(rule, mode) in engine_codes.codes_for(op, mode):
         return None
     return f"{op} cannot {_outcome(rule)} in {mode.value} mode; it gives {engine_codes.describe(op, [mode])}"
 
@@ -225,18 +235,24 @@ def _ops(op: Ops) -> Optional[Tuple[str, ...]]:
     return (op,) if isinstance(op, str) else tuple(op)
 
 
-def to_code(code: Union[LLMStatusCode, int, str]) -> LLMStatusCode:
+def to_code(code: Union[Code, int, str]) -> Code:
     """A status code from a member (of either package: a ``llm_datadist_v1`` code is read by its name), its
-    integer value or its name (with or without ``LLM_``)."""
-    if isinstance(code, LLMStatusCode):
+    integer value or its name (with or without ``LLM_``); a ``hixl`` code from its ``HixlCode`` member,
+    its integer (``hixl.TIMEOUT`` is a plain int, and no ``LLMStatusCode`` shares it) or ``"hixl.NAME"``."""
+    if isinstance(code, (LLMStatusCode, HixlCode)):
         return code
     if isinstance(code, Enum):
         code = code.name
     if isinstance(code, str):
+        hixl_code = from_label(code)
+        if hixl_code is not None:
+            return hixl_code
         name = code if code.startswith("LLM_") else f"LLM_{code}"
         try:
             return LLMStatusCode[name.upper()]
         except KeyError:
             hint = closest(name.upper(), LLMStatusCode.__members__)
             raise ValueError(f"unknown status code {code!r}{hint}") from None
+    if code in HixlCode._value2member_map_ and code not in LLMStatusCode._value2member_map_:
+        return HixlCode(code)
     return LLMStatusCode(code)

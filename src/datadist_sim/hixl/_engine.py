@@ -62,6 +62,14 @@ _NAMES = {value: name for name, value in vars(codes).items() if name.isupper() a
 _NAMES[codes.SUCCESS] = "SUCCESS"
 
 
+def _code(exc: SimError) -> int:
+    """The hixl code of a world error: a fault's own (``hixl``), else the twin of its code."""
+    own = getattr(exc, "hixl", None)
+    if own is not None and not isinstance(own, LLMStatusCode):
+        return int(own)
+    return _CODES.get(exc.code, codes.FAILED)  # an LLMStatusCode a rule injected with any_code too
+
+
 def _text(value: object) -> Optional[str]:
     """A ``std::string`` argument as the engine sees it: ``AscendString`` keeps what precedes a NUL."""
     if type(value) is str and value.isascii() and "\0" not in value:  # the common case, as is
@@ -148,8 +156,22 @@ GET_CAPABILITY = Method(
 )
 
 
+def _brief(value: Any) -> str:
+    """An argument as the trace shows it: without memory addresses, so the same run gives the same
+    trace byte for byte (buffers and the binding's objects live at other addresses each run)."""
+    if isinstance(value, MemDesc):
+        return f"MemDesc(len={value.len})"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(d, TransferOpDesc) for d in value):
+        return f"[{len(value)} op_descs, {sum(d.len for d in value)} bytes]"
+    if isinstance(value, NotifyDesc):
+        return f"NotifyDesc({value.name!r})"
+    if isinstance(value, (TransferArgs, GetTransferStatusArgs)):
+        return type(value).__name__
+    return repr(value)
+
+
 def _shown(args: Tuple[Any, ...], kwargs: Optional[Dict[str, Any]]) -> str:
-    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
+    parts = [_brief(a) for a in args] + [f"{k}={_brief(v)}" for k, v in (kwargs or {}).items()]
     return ", ".join(parts)
 
 
@@ -197,9 +219,9 @@ class Hixl:
             else:
                 value = action(world, engine)
         except SimError as exc:
-            code, value = _CODES.get(exc.code, codes.FAILED), failed
+            code, value = _code(exc), failed
         world.record_call(
-            None,
+            None if engine is None else engine.name,
             "hixl." + op,
             _NAMES.get(code, str(code)),
             "" if engine is None else engine.name,
@@ -224,10 +246,18 @@ class Hixl:
             except Refused as exc:
                 code = exc.code
             except SimError as exc:
-                code = _CODES.get(exc.code, codes.FAILED)
+                code = _code(exc)
             else:
                 self._engine = engine
-        world.record_call(None, "hixl.initialize", _NAMES[code], local, _shown, args, kwargs or None)
+        world.record_call(
+            local if code == codes.SUCCESS else None,
+            "hixl.initialize",
+            _NAMES[code],
+            local,
+            _shown,
+            args,
+            kwargs or None,
+        )
         return code
 
     def finalize(self, *args: object, **kwargs: object) -> None:
@@ -240,7 +270,7 @@ class Hixl:
         self._engine = None
         world.touch()
         door.hixl_close(world, engine)
-        world.record_call(None, "hixl.finalize", "SUCCESS", engine.name, _shown, args, kwargs or None)
+        world.record_call(engine.name, "hixl.finalize", "SUCCESS", engine.name, _shown, args, kwargs or None)
 
     # -- memory -------------------------------------------------------------------------------------
 

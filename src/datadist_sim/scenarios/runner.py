@@ -30,6 +30,7 @@ from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.llm_datadist.v2.llm_types import CacheDesc, CacheKey
+from datadist_sim.scenarios.hixl_workload import HixlClient
 
 S = LLMStatusCode
 PORT = 26000
@@ -291,7 +292,8 @@ def run(
     sink = open_trace_sink(trace_path) if trace_path is not None and world is None else None
     if world is None:
         world = SimWorld(seed=seed, config=SimConfig(pause_wall_limit_s=0.001), trace_sink=sink)
-    client = _Client(world, loaded.workload)
+    hixl = loaded.workload.mode == "hixl"
+    client = HixlClient(world, loaded.workload, PORT) if hixl else _Client(world, loaded.workload)
     delivered = recovered = checked = 0
     with world.activate():
         client.start()
@@ -303,9 +305,11 @@ def run(
             delivered += ok
             recovered += maybe
             checked += ok
-        if loaded.workload.switch_role:
+        if loaded.workload.switch_role and isinstance(client, _Client):
             client.switch_roles()
         finalize_all(world)
+        if isinstance(client, HixlClient):
+            client.close()
     summary = summarise(world.trace)
     if sink is not None:
         sink.close()
