@@ -75,25 +75,25 @@ _DATA_CLASSES = frozenset(
 _OWN_PICKLING = ("__reduce_ex__", "__reduce__", "__getstate__", "__setstate__", "__slots__")
 
 
-class Request(msgspec.Struct, array_like=True, tag=0):
+class Request(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=0):
     id: int
     kind: str
     payload: List[Any]
 
 
-class Reply(msgspec.Struct, array_like=True, tag=1):
+class Reply(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=1):
     id: int
     ok: bool
     value: Any
 
 
-class _RequestHead(msgspec.Struct, array_like=True, tag=0):
+class _RequestHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=0):
     id: int
     kind: str
     payload: msgspec.Raw
 
 
-class _ReplyHead(msgspec.Struct, array_like=True, tag=1):
+class _ReplyHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=1):
     id: int
     ok: bool
     value: msgspec.Raw
