@@ -218,6 +218,29 @@ def test_a_frame_off_the_schema_fails_as_a_bad_frame_not_as_a_refused_request(fr
     assert not isinstance(failed.value, PayloadRefused)
 
 
+def test_a_method_call_travels_flat_and_a_refused_argument_in_it_keeps_its_envelope() -> None:
+    message = ("req", 4, "call", (Handle(3), "pull_cache", (CacheKey(1, 2), Handle(5), 0), {"x": (1,)}))
+    frame = _client_dumps()(message)
+    assert frame[:2] == b"\x96\x02"  # an array of six, tagged 2: ``codec.Call``
+    _, rid, kind, (target, name, args, kwargs) = _fabric_loads()(frame)
+    assert (rid, kind, target, name, args[1:], kwargs) == (
+        4,
+        "call",
+        "the cache manager",
+        "pull_cache",
+        ("a cache", 0),
+        {"x": (1,)},
+    )
+    hostile = pack(
+        [2, 8, Ext(codec.HANDLE, pack(3)), "pull_cache", [Ext(codec.DATA, pack(["posix.system", {}]))], {}]
+    )
+    with pytest.raises(PayloadRefused) as refused:
+        _fabric_loads()(hostile)
+    assert refused.value.head == ("req", 8, "call")
+    with pytest.raises(msgspec.ValidationError, match="at `key`"):  # keywords are text: off the schema
+        _fabric_loads()(pack([2, 8, 1, "f", [], {1: 2}]))
+
+
 def test_an_end_without_handles_refuses_a_handle_as_a_bad_frame() -> None:
     with pytest.raises(codec.NotOurs):
         codec.make_loads()(_request(Ext(codec.HANDLE, pack(3))))
@@ -343,14 +366,14 @@ def _recv(sock: socket.socket) -> bytes:
 
 
 @pytest.mark.crossproc
-def test_a_client_processs_small_pull_and_its_reply_each_travel_as_one_msgpack_message(fabric: Any) -> None:
-    """A Decode process's ``pull_cache`` goes out as a request and comes back as a reply (msgpack arrays
-    of four: ``0x94``), and the bytes arrive."""
+def test_a_client_processs_small_pull_travels_as_a_flat_call_and_its_reply_as_a_reply(fabric: Any) -> None:
+    """A Decode process's ``pull_cache`` goes out as a flat method call (a msgpack array of six,
+    ``0x96``) and comes back as a reply (an array of four, ``0x94``), and the bytes arrive."""
     prompt = fabric.start("pull_loop.py", "prompt")
     decode = fabric.start("pull_loop.py", "decode", "3", "frames")
     decode.tell(prompt.expect("ready"))
     assert decode.expect("pulled") == "3"
-    assert decode.expect("frames").split() == ["94", "94", "1"]
+    assert decode.expect("frames").split() == ["96", "94", "1"]
     decode.expect("done")
     assert decode.finish() == 0
     prompt.tell()

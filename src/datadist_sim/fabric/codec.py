@@ -1,7 +1,8 @@
 """The fabric's messages as msgpack, through msgspec: a decoder that cannot name a type.
 
-A frame is one msgpack value, decoded against a typed schema: a request ``[0, id, kind, [values...]]``
-or a reply ``[1, id, ok, value]`` (``Request``, ``Reply``: tagged ``msgspec.Struct`` s). A value is
+A frame is one msgpack value, decoded against a typed schema: a request ``[0, id, kind, [values...]]``,
+a method call ``[2, id, target, name, [arguments...], {keyword: value}]`` or a reply
+``[1, id, ok, value]`` (``Request``, ``Call``, ``Reply``: tagged ``msgspec.Struct`` s). A value is
 what msgpack holds by itself (``None``, booleans, integers, floats, ``str``, ``bytes``, lists, maps),
 and everything else the protocol carries is an extension value (a code and bytes) of ours:
 
@@ -87,6 +88,17 @@ class Reply(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=1):
     value: Any
 
 
+class Call(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=2):
+    """A method call on an object the other end holds (``("req", id, "call", (target, name, args,
+    kwargs))``), laid out flat: the commonest request, so its arguments need no tuple of their own."""
+
+    id: int
+    target: Any
+    name: str
+    args: List[Any]
+    kwargs: Dict[str, Any]
+
+
 class _RequestHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=0):
     id: int
     kind: str
@@ -97,6 +109,14 @@ class _ReplyHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, ta
     id: int
     ok: bool
     value: msgspec.Raw
+
+
+class _CallHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=2):
+    id: int
+    target: msgspec.Raw
+    name: msgspec.Raw
+    args: msgspec.Raw
+    kwargs: msgspec.Raw
 
 
 class NotOurs(ValueError):
@@ -213,6 +233,11 @@ def make_dumps(own: Optional[Own] = None) -> Encode:
     def encode(message: Tuple[Any, ...], plain: frozenset) -> bytes:  # type: ignore[type-arg]
         head, number, third, body = message
         if head == "req":
+            if third == "call" and len(body) == 4 and type(body[1]) is str and type(body[2]) is tuple:
+                target, name, args, kwargs = body
+                if type(kwargs) is dict and all(type(key) is str for key in kwargs):
+                    target = target if type(target) in plain else walk(target, plain)
+                    return pack(Call(number, target, name, walk_all(args, plain), walk(kwargs, plain)))
             return pack(Request(number, third, walk_all(body, plain)))
         return pack(Reply(number, bool(third), body if type(body) in plain else walk(body, plain)))
 
@@ -294,8 +319,8 @@ def make_loads(builders: Optional[Builders] = None) -> Decode:
         return build(value)
 
     values = msgspec.msgpack.Decoder(ext_hook=hook).decode
-    messages = msgspec.msgpack.Decoder(Union[Request, Reply], ext_hook=hook).decode
-    heads = msgspec.msgpack.Decoder(Union[_RequestHead, _ReplyHead]).decode
+    messages = msgspec.msgpack.Decoder(Union[Call, Request, Reply], ext_hook=hook).decode
+    heads = msgspec.msgpack.Decoder(Union[_CallHead, _RequestHead, _ReplyHead]).decode
 
     def loads(frame: bytes) -> Tuple[Any, ...]:
         try:
@@ -305,11 +330,17 @@ def make_loads(builders: Optional[Builders] = None) -> Decode:
                 head = heads(frame)
             except msgspec.DecodeError:
                 raise NotOurs("a frame off the protocol's schema") from None
+            if isinstance(head, _CallHead):
+                raise PayloadRefused(("req", head.id, "call"), refused.type_name) from None
             if isinstance(head, _RequestHead):
                 raise PayloadRefused(("req", head.id, head.kind), refused.type_name) from None
             raise PayloadRefused(("rep", head.id, head.ok), refused.type_name) from None
-        if type(message) is Request:
-            return ("req", message.id, message.kind, tuple(message.payload))
+        kind = type(message)
+        if kind is Call:
+            call: Call = message  # type: ignore[assignment]
+            return ("req", call.id, "call", (call.target, call.name, tuple(call.args), call.kwargs))
+        if kind is Request:
+            return ("req", message.id, message.kind, tuple(message.payload))  # type: ignore[union-attr]
         return ("rep", message.id, message.ok, message.value)  # type: ignore[union-attr]
 
     return loads
