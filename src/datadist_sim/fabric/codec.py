@@ -79,7 +79,7 @@ _OWN_PICKLING = ("__reduce_ex__", "__reduce__", "__getstate__", "__setstate__", 
 class Request(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=0):
     id: int
     kind: str
-    payload: List[Any]
+    payload: Tuple[Any, ...]
 
 
 class Reply(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=1):
@@ -95,7 +95,7 @@ class Call(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=2):
     id: int
     target: Any
     name: str
-    args: List[Any]
+    args: Tuple[Any, ...]
     kwargs: Dict[str, Any]
 
 
@@ -187,10 +187,10 @@ def make_dumps(own: Optional[Own] = None) -> Encode:
 
     def walk(value: Any, plain: frozenset) -> Any:  # type: ignore[type-arg]
         kind = type(value)
-        if kind is list:
-            return walk_all(value, plain)
         if kind is tuple:
             return Ext(TUPLE, pack(walk_all(value, plain)))
+        if kind is list:
+            return walk_all(value, plain)
         if kind is dict:
             out: Dict[str, Any] = {}
             for key, item in value.items():
@@ -211,7 +211,12 @@ def make_dumps(own: Optional[Own] = None) -> Encode:
                 return found
         name = data.get(kind)
         if name is not None:
-            return Ext(DATA, pack([name, walk(vars(value), plain)]))
+            state = vars(value)
+            for item in state.values():  # plain attributes (a key's): the dict itself is sent
+                if type(item) not in plain:
+                    state = walk(state, plain)
+                    break
+            return Ext(DATA, pack((name, state)))
         name = enums.get(kind)
         if name is not None:
             return Ext(ENUM, pack([name, walk(value.value, plain)]))
@@ -235,10 +240,12 @@ def make_dumps(own: Optional[Own] = None) -> Encode:
         if head == "req":
             if third == "call" and len(body) == 4 and type(body[1]) is str and type(body[2]) is tuple:
                 target, name, args, kwargs = body
-                if type(kwargs) is dict and all(type(key) is str for key in kwargs):
+                if type(kwargs) is dict and (not kwargs or _text_keys(kwargs)):
                     target = target if type(target) in plain else walk(target, plain)
-                    return pack(Call(number, target, name, walk_all(args, plain), walk(kwargs, plain)))
-            return pack(Request(number, third, walk_all(body, plain)))
+                    keywords = walk(kwargs, plain) if kwargs else kwargs
+                    # a list where the schema reads a tuple: both are msgpack arrays
+                    return pack(Call(number, target, name, walk_all(args, plain), keywords))  # type: ignore[arg-type]
+            return pack(Request(number, third, walk_all(body, plain)))  # type: ignore[arg-type]
         return pack(Reply(number, bool(third), body if type(body) in plain else walk(body, plain)))
 
     def dumps(message: Tuple[Any, ...]) -> bytes:
@@ -254,6 +261,10 @@ def make_dumps(own: Optional[Own] = None) -> Encode:
     return dumps
 
 
+def _text_keys(mapping: Dict[Any, Any]) -> bool:
+    return all(type(key) is str for key in mapping)
+
+
 def make_loads(builders: Optional[Builders] = None) -> Decode:
     """A message decoder: ``("req", id, kind, payload)`` or ``("rep", id, ok, value)``; ``PayloadRefused``
     for a value the protocol does not carry, ``NotOurs`` (or msgspec's ``DecodeError``) for a frame off
@@ -262,37 +273,33 @@ def make_loads(builders: Optional[Builders] = None) -> Decode:
     own = builders or {}
 
     def hook(code: int, raw: memoryview) -> Any:
-        if code == ARRAY:
-            size = _LENGTH.unpack_from(raw)[0] if len(raw) >= 2 else len(raw)
-            head = values(raw[2 : 2 + size])
-            if type(head) is not list or len(head) != 2 or type(head[1]) is not list:
-                raise NotOurs("a malformed array")
-            return build_array(head[0], tuple(head[1]), bytearray(raw[2 + size :]))
-        value = values(raw)
         if code == TUPLE:
-            if type(value) is not list:
-                raise NotOurs("a malformed tuple")
-            return tuple(value)
-        if code in (DATA, ENUM):
-            if type(value) is not list or len(value) != 2 or type(value[0]) is not str:
-                raise NotOurs("a malformed data object")
-            name, state = value
-            if code == ENUM:
-                found = enums_by_name.get(name)
-                if found is None:
-                    raise TypeRefused(name)
-                try:
-                    return found(state)
-                except ValueError:
-                    raise TypeRefused(f"{name}({state!r})") from None
+            return tuples(raw)
+        if code == DATA:
+            name, state = named(raw)
             cls = data_by_name.get(name)
             if cls is None:
                 raise TypeRefused(name)
-            if type(state) is not dict or any(type(key) is not str for key in state):
-                raise NotOurs("a malformed data object")
             obj: Any = cls.__new__(cls)  # type: ignore[call-overload]
             obj.__dict__.update(state)
             return obj
+        if code == ENUM:
+            name, number = tagged(raw)
+            found = enums_by_name.get(name)
+            if found is None:
+                raise TypeRefused(name)
+            try:
+                return found(number)
+            except ValueError:
+                raise TypeRefused(f"{name}({number!r})") from None
+        if code == ARRAY:
+            size = _LENGTH.unpack_from(raw)[0] if len(raw) >= 2 else len(raw)
+            dtype, shape = array_heads(raw[2 : 2 + size])
+            return build_array(dtype, shape, bytearray(raw[2 + size :]))
+        build = own.get(code)
+        if build is not None:
+            return build(values(raw))
+        value = values(raw)
         if code == SCALAR and type(value) is list and len(value) == 2:
             return build_scalar(value[0], value[1])
         if code == DTYPE:
@@ -313,11 +320,13 @@ def make_loads(builders: Optional[Builders] = None) -> Decode:
                 return dict(zip(value[::2], value[1::2]))
             except TypeError:  # an unhashable key
                 raise NotOurs("a map with an unhashable key") from None
-        build = own.get(code)
-        if build is None:
-            raise NotOurs(f"an extension value of code {code}")
-        return build(value)
+        raise NotOurs(f"an extension value of code {code}")
 
+    # each form decoded against its own schema (msgspec checks the shapes and key types)
+    tuples = msgspec.msgpack.Decoder(Tuple[Any, ...], ext_hook=hook).decode
+    named = msgspec.msgpack.Decoder(Tuple[str, Dict[str, Any]], ext_hook=hook).decode
+    tagged = msgspec.msgpack.Decoder(Tuple[str, Union[int, str]]).decode
+    array_heads = msgspec.msgpack.Decoder(Tuple[str, Tuple[int, ...]]).decode
     values = msgspec.msgpack.Decoder(ext_hook=hook).decode
     messages = msgspec.msgpack.Decoder(Union[Call, Request, Reply], ext_hook=hook).decode
     heads = msgspec.msgpack.Decoder(Union[_CallHead, _RequestHead, _ReplyHead]).decode
@@ -338,9 +347,9 @@ def make_loads(builders: Optional[Builders] = None) -> Decode:
         kind = type(message)
         if kind is Call:
             call: Call = message  # type: ignore[assignment]
-            return ("req", call.id, "call", (call.target, call.name, tuple(call.args), call.kwargs))
+            return ("req", call.id, "call", (call.target, call.name, call.args, call.kwargs))
         if kind is Request:
-            return ("req", message.id, message.kind, tuple(message.payload))  # type: ignore[union-attr]
+            return ("req", message.id, message.kind, message.payload)  # type: ignore[union-attr]
         return ("rep", message.id, message.ok, message.value)  # type: ignore[union-attr]
 
     return loads
