@@ -172,11 +172,15 @@ def type_name(value: Any) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def make_dumps(own: Optional[Own] = None) -> Encode:
-    """A message encoder; ``own`` gives this end's handles. A value of a type the protocol does not carry
-    raises ``TypeError`` (naming it) and nothing is sent. Loops, not comprehensions: this runs on every
-    call."""
-    data, _, enums, _ = tables()
+def make_dumps(own: Optional[Own] = None, handled: Tuple[type, ...] = ()) -> Encode:
+    """A message encoder; ``own`` gives this end's handles. It is asked about a value of a type the
+    tables do not hold, and about a data object only of a class in ``handled`` (the fabric's caches go
+    by handle while they have an id, by value after): a data object of any other class is sent by value
+    without asking. A value of a type the protocol does not carry raises ``TypeError`` (naming it) and
+    nothing is sent. Loops, not comprehensions: this runs on every call."""
+    tabled, _, enums, _ = tables()
+    data = {cls: name for cls, name in tabled.items() if not issubclass(cls, handled)}
+    asked = {cls: name for cls, name in tabled.items() if issubclass(cls, handled)}
     pack = msgspec.msgpack.Encoder().encode
 
     def walk_all(values: Any, plain: frozenset) -> List[Any]:  # type: ignore[type-arg]
@@ -205,11 +209,16 @@ def make_dumps(own: Optional[Own] = None) -> Encode:
             if -(1 << 63) <= value < (1 << 64):
                 return value
             return Ext(BIGINT, pack(value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)))
-        if own is not None:
-            found = own(value)
-            if found is not None:
-                return found
         name = data.get(kind)
+        if name is None:
+            name = enums.get(kind)
+            if name is not None:
+                return Ext(ENUM, pack((name, value.value)))
+            if own is not None:
+                found = own(value)
+                if found is not None:
+                    return found
+            name = asked.get(kind)
         if name is not None:
             state = vars(value)
             for item in state.values():  # plain attributes (a key's): the dict itself is sent
@@ -217,9 +226,6 @@ def make_dumps(own: Optional[Own] = None) -> Encode:
                     state = walk(state, plain)
                     break
             return Ext(DATA, pack((name, state)))
-        name = enums.get(kind)
-        if name is not None:
-            return Ext(ENUM, pack([name, walk(value.value, plain)]))
         if kind is np.ndarray and value.dtype.str in DTYPES:
             head = pack([value.dtype.str, list(value.shape)])
             return Ext(ARRAY, b"".join((_LENGTH.pack(len(head)), head, np.ascontiguousarray(value).data)))

@@ -77,7 +77,7 @@ class Session:
         self.channel = channel
         """The first connection: the fabric's requests to the process go here; its loss is the process's."""
         self._calls: List[Connection] = []
-        self._dumps = codec.make_dumps(self._own)
+        self._dumps = codec.make_dumps(self._own, server.by_handle)
         self._loads = codec.make_loads({codec.HANDLE: self._handle_named, codec.CALLBACK: self._callback})
         self.attach(channel, main=True)
 
