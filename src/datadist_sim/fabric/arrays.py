@@ -64,7 +64,7 @@ def build_array(name: Any, shape: Any, data: Any) -> np.ndarray:
         count *= size
     if type(data) not in (bytes, bytearray) or count * dtype.itemsize != len(data):
         raise _refused("ndarray whose bytes do not match its shape")
-    buffer = data if type(data) is bytearray else bytearray(data)  # writable, as a pickled array is
+    buffer = data if type(data) is bytearray else bytearray(data)  # writable, as the sent array was
     return np.frombuffer(buffer, dtype).reshape(shape)
 
 

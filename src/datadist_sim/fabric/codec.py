@@ -76,19 +76,24 @@ _DATA_CLASSES = frozenset(
 _OWN_PICKLING = ("__reduce_ex__", "__reduce__", "__getstate__", "__setstate__", "__slots__")
 
 
-class Request(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=0):
+REQUEST, REPLY, CALL = 0, 1, 2
+"""The messages' tags. The encoder writes each message as the array its struct reads (the tag, then the
+fields in order: the same bytes, without building the struct)."""
+
+
+class Request(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=REQUEST):
     id: int
     kind: str
     payload: Tuple[Any, ...]
 
 
-class Reply(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=1):
+class Reply(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=REPLY):
     id: int
     ok: bool
     value: Any
 
 
-class Call(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=2):
+class Call(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=CALL):
     """A method call on an object the other end holds (``("req", id, "call", (target, name, args,
     kwargs))``), laid out flat: the commonest request, so its arguments need no tuple of their own."""
 
@@ -99,19 +104,19 @@ class Call(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=2):
     kwargs: Dict[str, Any]
 
 
-class _RequestHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=0):
+class _RequestHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=REQUEST):
     id: int
     kind: str
     payload: msgspec.Raw
 
 
-class _ReplyHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=1):
+class _ReplyHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=REPLY):
     id: int
     ok: bool
     value: msgspec.Raw
 
 
-class _CallHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=2):
+class _CallHead(msgspec.Struct, array_like=True, forbid_unknown_fields=True, tag=CALL):
     id: int
     target: msgspec.Raw
     name: msgspec.Raw
@@ -249,10 +254,9 @@ def make_dumps(own: Optional[Own] = None, handled: Tuple[type, ...] = ()) -> Enc
                 if type(kwargs) is dict and (not kwargs or _text_keys(kwargs)):
                     target = target if type(target) in plain else walk(target, plain)
                     keywords = walk(kwargs, plain) if kwargs else kwargs
-                    # a list where the schema reads a tuple: both are msgpack arrays
-                    return pack(Call(number, target, name, walk_all(args, plain), keywords))  # type: ignore[arg-type]
-            return pack(Request(number, third, walk_all(body, plain)))  # type: ignore[arg-type]
-        return pack(Reply(number, bool(third), body if type(body) in plain else walk(body, plain)))
+                    return pack((CALL, number, target, name, walk_all(args, plain), keywords))
+            return pack((REQUEST, number, third, walk_all(body, plain)))
+        return pack((REPLY, number, bool(third), body if type(body) in plain else walk(body, plain)))
 
     def dumps(message: Tuple[Any, ...]) -> bytes:
         try:
