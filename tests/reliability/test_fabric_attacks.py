@@ -206,6 +206,51 @@ def test_a_frame_cannot_make_the_fabric_allocate_more_than_a_small_multiple_of_i
     assert grown_mib < 64, f"the fabric's peak memory grew {grown_mib:.0f} MiB for a {len(frame)} B frame"
 
 
+@pytest.mark.parametrize(
+    "claim",
+    [
+        b"\xdd\xff\xff\xff\xff",  # an array of 2**32 - 1 items
+        b"\xdd\x80\x00\x00\x00",  # an array of 2**31 items
+        b"\xdf\x80\x00\x00\x00",  # a map of 2**31 pairs
+        b"\xdb\x80\x00\x00\x00",  # a string of 2 GiB
+        b"\xc6\x80\x00\x00\x00",  # bytes of 2 GiB
+        b"\xc9\x80\x00\x00\x00\x01",  # an extension value of 2 GiB
+    ],
+    ids=["array-4Gi", "array-2Gi", "map", "str", "bin", "ext"],
+)
+@pytest.mark.parametrize("where", ["frame", "argument", "tuple", "data-object"])
+def test_a_declared_size_past_the_frames_end_is_refused_before_anything_is_allocated_by_it(
+    claim: bytes, where: str
+) -> None:
+    """msgspec checks each size a header declares against the bytes left before it allocates by it (and
+    a header of a type the schema does not take there before that): the decode fails having traced no
+    more than the interpreter's own small change, wherever the header sits (the frame itself, an
+    argument, inside one of our extension values)."""
+    import tracemalloc
+
+    from datadist_sim.llm_datadist import CacheKey
+
+    name = codec.tables()[0][CacheKey]
+    frames = {
+        "frame": claim,
+        "argument": _request(1, "str")[:-1] + b"\x91" + claim,  # the payload: a list of one, cut short
+        "tuple": _request(1, "str", Ext(codec.TUPLE, claim + b"\x00" * 8)),
+        "data-object": _request(1, "str", Ext(codec.DATA, b"\x92" + pack(name) + claim)),
+    }
+    frame = frames[where]
+    decode = codec.make_loads()
+    decode(codec.make_dumps()(("req", 1, "str", (CacheKey(1, 2), (1,)))))  # warm: first-use caches
+    tracemalloc.start()
+    try:
+        # truncated, or (where the schema takes no such value) of the wrong type: either way, refused
+        with pytest.raises(msgspec.DecodeError, match=r"truncated|Expected"):
+            decode(frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 10, f"{peak} B traced decoding a {len(frame)} B frame"
+
+
 def _values() -> Any:
     from hypothesis import strategies as st
 
