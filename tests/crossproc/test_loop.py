@@ -16,8 +16,9 @@ import pytest
 
 from datadist_sim.fabric import loop
 from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed
+from datadist_sim.fabric.codec import make_dumps, make_loads
 from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import HEADER, client_handshake, make_loads, plain_dumps
+from datadist_sim.fabric.wire import HEADER, client_handshake
 
 TOKEN = "0123456789abcdef0123"
 WAIT_S = 20.0
@@ -45,8 +46,8 @@ class _Served:
                 sock,
                 lambda kind, payload: handler(conn, kind, payload),
                 self.pool,
-                dumps=plain_dumps,
-                loads=make_loads(_no_reference),
+                dumps=make_dumps(),
+                loads=make_loads(),
             )
             self.conns.append(conn)
             return conn
@@ -62,7 +63,7 @@ class _Served:
         return sock
 
     def call(self, kind: str, *payload: Any) -> Any:
-        conn = CallConnection(self.connect(), plain_dumps, make_loads(_no_reference))
+        conn = CallConnection(self.connect(), make_dumps(), make_loads())
         try:
             return conn.call(kind, payload, WAIT_S)
         finally:
@@ -132,8 +133,8 @@ def test_a_leader_that_asks_a_client_hands_the_selector_on_at_once(
     client = Channel(
         fabric.connect(),
         lambda kind, payload: ("pong", *payload),
-        dumps=plain_dumps,
-        loads=make_loads(_no_reference),
+        dumps=make_dumps(),
+        loads=make_loads(),
         spawn=False,
         name="test-client",
     )
@@ -177,13 +178,13 @@ def test_stopping_while_an_answer_blocks_closes_the_loop_without_waiting_for_it(
 
 
 def _frame(rid: int, kind: str, *payload: Any) -> bytes:
-    body = plain_dumps(("req", rid, kind, payload))
+    body = make_dumps()(("req", rid, kind, payload))
     return HEADER.pack(len(body)) + body
 
 
 def _replies(sock: socket.socket, count: int) -> List[Any]:
     """``count`` replies read off ``sock``, decoded, in the order they came."""
-    loads = make_loads(_no_reference)
+    loads = make_loads()
     sock.settimeout(WAIT_S)
     data, found = b"", []
     while len(found) < count:

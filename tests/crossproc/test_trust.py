@@ -180,7 +180,7 @@ def test_an_argument_of_a_type_the_wire_refuses_is_a_type_error_and_the_session_
     marker = tmp_path / "ran"
     program = fabric.start("refused_argument.py", str(marker))
     refused = program.expect("refused")  # the TypeError's message
-    assert "an argument names posix.system: refused" in refused  # what the argument pickles to
+    assert "an argument names __main__.Payload: refused, nothing of it sent" in refused
     assert "an argument names __main__.NotCarried: refused" in program.expect("refused_plain")
     assert program.expect("after") == "Cache"
     assert program.expect("same_connection") == "True"

@@ -7,12 +7,9 @@ import itertools
 import socket
 from typing import Any, Tuple
 
-from datadist_sim.fabric import compact, wire
+from datadist_sim.fabric import codec, wire
 from datadist_sim.fabric.address import FabricAddress
-
-
-def _no_refs(pid: Any) -> Any:
-    raise AssertionError(f"the fabric sent a handle: {pid!r}")
+from datadist_sim.fabric.exceptions import unpack_exception
 
 
 class Attacker:
@@ -22,7 +19,8 @@ class Attacker:
         wire.client_handshake(self.sock, address.token)
         self.sock.settimeout(timeout)
         self._ids = itertools.count(1)
-        self._loads = compact.make_loads(wire.make_loads(_no_refs))
+        self._loads = codec.make_loads()  # the fabric sends it no handles: it refuses them
+        self._dumps = codec.make_dumps()
         if hello:
             assert self.call("hello")[0], "the fabric refused hello"
 
@@ -34,7 +32,7 @@ class Attacker:
 
     def request(self, kind: str, *payload: Any) -> int:
         rid = self.next_id()
-        self.send(wire.plain_dumps(("req", rid, kind, payload)))
+        self.send(self._dumps(("req", rid, kind, payload)))
         return rid
 
     def reply(self, rid: int) -> Tuple[bool, Any]:
@@ -43,7 +41,7 @@ class Attacker:
             message = self._loads(wire.recv_frame(self.sock))
             if message[0] == "rep" and message[1] == rid:
                 ok, value = message[2], message[3]
-                return bool(ok), value if ok else wire.unpack_exception(value)
+                return bool(ok), value if ok else unpack_exception(value)
 
     def call(self, kind: str, *payload: Any) -> Tuple[bool, Any]:
         return self.reply(self.request(kind, *payload))

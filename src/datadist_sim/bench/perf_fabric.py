@@ -5,7 +5,7 @@ same run on the same machine.
   ping-pong between two processes (the least any cross-process call can cost), timed by the Decode
   process in turns with its pulls; the ratio is the median of the rounds' own ratios;
 - in the same rounds, a call the fabric answers without the simulator (``now``: the world's time)
-  against the same ping-pong: what the transport alone costs (the client's proxy, both ends' pickling,
+  against the same ping-pong: what the transport alone costs (the client's proxy, both ends' codec,
   the fabric's loop and the wake-ups of the two processes), so the pull's row can be read as transport
   plus simulator;
 - a large pull between memory the two processes registered by raw pointer against a ``memcpy``

@@ -1,27 +1,23 @@
 """Numpy values on the fabric's wire: arrays, scalars and dtypes of plain numeric types only, each sent
-as its dtype's name, its shape and its bytes, and built by the decoder itself.
+as its dtype's name, its shape and its bytes, and built by the decoder itself (``fabric/codec.py``).
 
 numpy's own pickles rebuild a dtype from a state tuple the sender writes (its fields, its item size,
 its flags) and an array from raw bytes over that dtype. A state that clears the flag saying "holds
 object references" over an object field makes the receiver treat eight bytes the sender chose as a
-pointer and follow it (a crash, or a read of memory the sender picked). So no numpy global is admitted
-at all: an end's pickler sends a plain array as ``build_array(dtype name, shape, bytes)``, a scalar as
-``build_scalar(dtype name, bytes)`` and a dtype as ``build_dtype(name)``; each builder looks the name
-up in a fixed table of plain numeric dtypes (booleans, integers, floats, complex numbers, either byte
-order), checks the shape and that the bytes are exactly as many as shape and dtype say, and only then
-makes the array over bytes of its own. Anything else (a structured or object dtype, a subclass of
-``ndarray``) pickles as numpy pickles it, and the peer refuses that global: the request gets a
-``TypeError`` naming it, as any other type the protocol does not carry.
+pointer and follow it (a crash, or a read of memory the sender picked). So nothing of numpy's own form
+travels: each builder here looks a dtype's name up in a fixed table of plain numeric dtypes (booleans,
+integers, floats, complex numbers, either byte order), checks the shape and that the bytes are exactly
+as many as shape and dtype say, and only then makes the array over bytes of its own. Anything else (a
+structured or object dtype, a subclass of ``ndarray``) is a type the protocol does not carry.
 """
 
 from __future__ import annotations
 
-import pickle
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Dict
 
 import numpy as np
 
-from datadist_sim.fabric.wire import TypeRefused
+from datadist_sim.fabric.exceptions import TypeRefused
 
 _PLAIN = (
     np.bool_,
@@ -51,7 +47,7 @@ MOST_DIMENSIONS = 64
 
 
 def _refused(what: str) -> TypeRefused:
-    return TypeRefused("numpy", what)
+    return TypeRefused(f"numpy.{what}")
 
 
 def build_array(name: Any, shape: Any, data: Any) -> np.ndarray:
@@ -68,7 +64,7 @@ def build_array(name: Any, shape: Any, data: Any) -> np.ndarray:
         count *= size
     if type(data) not in (bytes, bytearray) or count * dtype.itemsize != len(data):
         raise _refused("ndarray whose bytes do not match its shape")
-    buffer = data if type(data) is bytearray else bytearray(data)  # writable, as a pickled array is
+    buffer = data if type(data) is bytearray else bytearray(data)  # writable, as the sent array was
     return np.frombuffer(buffer, dtype).reshape(shape)
 
 
@@ -84,35 +80,3 @@ def build_dtype(name: Any) -> np.dtype[Any]:
     if dtype is None:
         raise _refused(f"dtype {name!r}")
     return dtype
-
-
-BUILDERS: Tuple[Callable[..., Any], ...] = (build_array, build_scalar, build_dtype)
-"""The globals a frame may name for numpy values."""
-
-
-def _reduce_array(array: np.ndarray) -> Any:
-    if array.dtype.str not in DTYPES:  # numpy's own form, which the peer refuses
-        return array.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
-    data = np.ascontiguousarray(array)
-    # a writable buffer pickles (protocol 5) as a bytearray the decoder builds on without a copy
-    return build_array, (array.dtype.str, tuple(array.shape), pickle.PickleBuffer(data.data))
-
-
-def _reduce_scalar(value: np.generic) -> Any:
-    return build_scalar, (value.dtype.str, value.tobytes())
-
-
-def _reduce_dtype(dtype: np.dtype[Any]) -> Any:
-    if dtype.str not in DTYPES or dtype.fields is not None:
-        return dtype.__reduce__()
-    return build_dtype, (dtype.str,)
-
-
-def dispatch_table() -> Dict[type, Callable[[Any], Any]]:
-    """How an end's pickler sends numpy values (``Pickler.dispatch_table``: looked up by exact type)."""
-    table: Dict[type, Callable[[Any], Any]] = {np.ndarray: _reduce_array}
-    for plain in _PLAIN:
-        table[plain] = _reduce_scalar
-    for dtype in DTYPES.values():
-        table[type(dtype)] = _reduce_dtype
-    return table

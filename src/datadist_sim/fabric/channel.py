@@ -8,7 +8,7 @@ own calls: the calling thread sends and reads the reply itself, with no reader t
 Every wait has a timeout, and a closed connection wakes every waiter at once with ``ChannelClosed``, so
 a dead peer never hangs anyone.
 
-Frames are an 8-byte length and a pickle that only ``wire.WireUnpickler`` decodes, after both ends
+Frames are an 8-byte length and a message that ``fabric/codec.py`` encodes and decodes, after both ends
 passed the handshake (``wire``).
 """
 
@@ -22,18 +22,15 @@ import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple, Union
 
+from datadist_sim.fabric.exceptions import PayloadRefused, RemoteError, pack_exception, unpack_exception
 from datadist_sim.fabric.wire import (
     HEADER,
     MAX_FRAME,
     ChannelClosed,
     ChannelTimeout,
-    PayloadRefused,
-    RemoteError,
-    pack_exception,
     recv_frame,
     send_frame,
     send_nonblocking,
-    unpack_exception,
 )
 
 __all__ = ["CallConnection", "Channel", "ChannelClosed", "ChannelTimeout", "Endpoint", "RemoteError"]
@@ -58,8 +55,8 @@ class Endpoint:
     """What both ends of a channel share: asking and waiting (bounded), answering, closing once.
 
     ``handler(kind, payload)`` answers the other end's requests; ``dumps``/``loads`` are this end's
-    picklers (they translate object handles). A subclass sends (``_send_bytes``) and decides where a
-    request runs (``_run``).
+    codec (``fabric/codec.py``, with its object handles). A subclass sends (``_send_bytes``) and
+    decides where a request runs (``_run``).
     """
 
     def __init__(
@@ -160,7 +157,7 @@ class Endpoint:
             self._send(reply)
         except ChannelClosed:
             pass
-        except Exception as exc:  # a value that cannot be pickled: report that instead
+        except Exception as exc:  # a value that cannot be sent: report that instead
             with contextlib.suppress(ChannelClosed):
                 self._send(("rep", rid, False, pack_exception(RemoteError(f"unsendable reply: {exc!r}"))))
 

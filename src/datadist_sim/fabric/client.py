@@ -16,7 +16,6 @@ and reads its reply itself, so a call costs the same wake-ups as a plain ping-po
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import socket
 import threading
@@ -29,18 +28,11 @@ import numpy as np
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.door import PROCESS_MEMORY, SimError, raw_view
 from datadist_sim.fabric import address as fabric_address
-from datadist_sim.fabric import compact, xmem
+from datadist_sim.fabric import codec, xmem
 from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.remote import RemoteObject, stand_in
 from datadist_sim.fabric.shm import open_scratch, open_view
-from datadist_sim.fabric.wire import (
-    PLAIN_TYPES,
-    FabricRefused,
-    check_peer,
-    client_handshake,
-    make_dumps,
-    make_loads,
-)
+from datadist_sim.fabric.wire import FabricRefused, check_peer, client_handshake
 
 CONNECT_TIMEOUT_S = 20.0
 SCRATCH_MAPS_KEPT = 8
@@ -82,8 +74,8 @@ class FabricClient:
         self._proxy_lock = threading.Lock()
         self._callbacks: Dict[int, Any] = {}
         self._callback_lock = threading.Lock()
-        self._loads = compact.make_loads(make_loads(self._persistent_load))
-        self._dumps = compact.make_dumps(make_dumps(self._persistent_id), self._handle_of)
+        self._loads = codec.make_loads({codec.REF: self._ref, codec.SHM: self._view})
+        self._dumps = codec.make_dumps(self._own)
         self._scratch_maps: Dict[str, Any] = {}
         self._received: Dict[int, int] = {}  # handle -> references received, not yet released
         self._releases: List[int] = []  # handles whose proxy was collected
@@ -211,39 +203,42 @@ class FabricClient:
         for conn in idle:
             conn.close()
 
-    # -- pickling: proxies out, proxies and shared arrays in -----------------------------------------
+    # -- handles: proxies out, proxies and shared arrays in -------------------------------------------
 
-    def _persistent_id(self, obj: Any) -> Any:
+    def _own(self, obj: Any) -> Optional[codec.Ext]:
         """What travels as a handle: a proxy by its handle, a layer synchronizer as a callback the fabric
         calls back here; anything else by value."""
-        if type(obj) in PLAIN_TYPES:
-            return None
         handle = self._handle_of(obj)
         if handle is not None:
-            return ("ref", handle)
+            return codec.own_form(codec.HANDLE, handle)
         if isinstance(obj, _synchronizer_type()):  # user code: it runs here, called from the fabric
             with self._callback_lock:
                 self._callbacks.pop(id(obj), None)
                 self._callbacks[id(obj)] = obj  # most recent last; the oldest go past the bound
                 while len(self._callbacks) > CALLBACKS_KEPT:
                     self._callbacks.pop(next(iter(self._callbacks)))
-            return ("callback", id(obj))
+            return codec.own_form(codec.CALLBACK, id(obj))
         return None
 
     @staticmethod
     def _handle_of(obj: Any) -> Optional[int]:
-        """A proxy's handle: how it travels, pickled (``_persistent_id``) or compact."""
+        """A proxy's handle."""
         if isinstance(obj, RemoteObject):
             handle: int = object.__getattribute__(obj, "_handle")
             return handle
         return None
 
-    def _persistent_load(self, pid: Any) -> Any:
-        if pid[0] == "ref":
-            return self._proxy(int(pid[1]), str(pid[2]))
-        if pid[0] == "shm":
-            return open_view(pid[1])
-        raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
+    def _ref(self, value: Any) -> Any:
+        if type(value) is not list or len(value) != 2 or type(value[0]) is not int:
+            raise codec.NotOurs("a malformed object handle")
+        return self._proxy(value[0], str(value[1]))
+
+    @staticmethod
+    def _view(value: Any) -> Any:
+        if type(value) is not list or len(value) != 5:
+            raise codec.NotOurs("a malformed view of shared memory")
+        path, offset, shape, dtype, strides = value
+        return open_view((path, offset, tuple(shape), dtype, tuple(strides)))
 
     def adopt(self, handle: int, proxy: RemoteObject) -> None:
         """Make ``proxy`` the one object that stands for ``handle`` in this process."""

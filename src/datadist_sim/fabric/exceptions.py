@@ -1,5 +1,6 @@
-"""Exceptions as data across the fabric's wire: a class name, args and attributes, rebuilt on the other
-end only as a built-in or datadist-sim exception class already loaded there (nothing is imported)."""
+"""Exceptions across the fabric's wire: an exception as data (a class name, args and attributes, rebuilt
+on the other end only as a built-in or datadist-sim exception class already loaded there: nothing is
+imported), and what a decoder raises for a value the protocol does not carry."""
 
 from __future__ import annotations
 
@@ -40,3 +41,51 @@ def unpack_exception(packed: PackedException) -> BaseException:
         return exc
     except Exception:  # a class that cannot be rebuilt this way: keep the text
         return RemoteError(text)
+
+
+class TypeRefused(ValueError):
+    """A value the protocol does not carry (a class, enum or dtype outside its tables, or a value that
+    names one). ``type_name`` is a short printable form of the name, safe to log and to send back (a
+    frame's own text is never repeated beyond it)."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = printable(type_name)
+        super().__init__(f"the fabric protocol does not carry {self.type_name}: refused")
+
+
+def printable(text: str, limit: int = 96) -> str:
+    """``text`` (a name from an untrusted frame) as identifier characters only, at most ``limit`` long."""
+    kept = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._") else "?" for ch in text[: limit + 1])
+    return kept if len(kept) <= limit else kept[: limit - 3] + "..."
+
+
+class PayloadRefused(ValueError):
+    """A message whose envelope decoded but whose payload holds a value the protocol does not carry: that
+    one request is answered with a ``TypeError``, as the real library answers an argument of a type it
+    does not take (``check_isinstance`` in hixl ``src/python/llm_datadist/llm_datadist/utils/utils.py``
+    and in GE ``api/python/llm_datadist_v1/utils/utils.py`` raises ``TypeError``); the connection, still
+    in step frame by frame, goes on serving."""
+
+    def __init__(self, head: Tuple[Any, ...], type_name: str) -> None:
+        super().__init__(f"a payload naming {type_name}: refused")
+        self.head = head
+        self.type_name = type_name
+
+    @property
+    def is_request(self) -> bool:
+        return bool(self.head[0] == "req")
+
+    def error(self) -> TypeError:
+        """What the sender of the refused payload gets, in place of a result."""
+        return refused_error("an argument" if self.is_request else "a reply", self.type_name, "decoded")
+
+    def as_reply(self) -> Tuple[Any, ...]:
+        """A refused reply as the failed reply its waiter gets."""
+        return ("rep", self.head[1], False, self.error())
+
+
+def refused_error(what: str, type_name: str, done: str) -> TypeError:
+    return TypeError(
+        f"the datadist-sim fabric carries only the types llm_datadist's API takes, but {what} names "
+        f"{type_name}: refused, nothing of it {done}"
+    )

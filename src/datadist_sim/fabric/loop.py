@@ -37,14 +37,9 @@ from datadist_sim.fabric.channel import Payload
 from datadist_sim.fabric.connection import MAX_IN_FLIGHT as MAX_IN_FLIGHT
 from datadist_sim.fabric.connection import Connection as Connection
 from datadist_sim.fabric.connection import answering
+from datadist_sim.fabric.exceptions import PayloadRefused
 from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import (
-    HEADER,
-    HELLO,
-    MAX_FRAME,
-    PayloadRefused,
-    server_handshake,
-)
+from datadist_sim.fabric.wire import HEADER, HELLO, MAX_FRAME, server_handshake
 
 HELLO_WAIT_S = 5.0
 """A new connection that has not sent its ``HELLO`` within this is dropped."""

@@ -30,7 +30,7 @@ from datadist_sim._world.door import (
     observe_nodes,
     reset_default_world,
 )
-from datadist_sim.fabric import compact
+from datadist_sim.fabric import codec
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
 from datadist_sim.fabric.loop import Connection, SelectorLoop
@@ -39,7 +39,7 @@ from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
 from datadist_sim.fabric.session import STALE as STALE_HANDLE
 from datadist_sim.fabric.session import Session, by_handle_types, calling_session
 from datadist_sim.fabric.shm import SharedAddressSpace
-from datadist_sim.fabric.wire import make_loads, plain_dumps, private_directory
+from datadist_sim.fabric.wire import private_directory
 
 _log = logging.getLogger("datadist_sim.fabric")
 
@@ -182,8 +182,8 @@ class FabricServer:
         def first(kind: str, payload: Tuple[Any, ...]) -> Any:
             return self._first(conn, pid, kind, payload)
 
-        loads = compact.make_loads(make_loads(_no_reference, bounded=True), bounded=True)
-        conn = Connection(sock, first, self.pool, dumps=plain_dumps, loads=loads)
+        # no object handles before hello or attach: a decoder without the ends' codes refuses them
+        conn = Connection(sock, first, self.pool, dumps=codec.make_dumps(), loads=codec.make_loads())
         return conn
 
     def _first(self, conn: Connection, pid: int, kind: str, payload: Tuple[Any, ...]) -> Any:
@@ -368,9 +368,3 @@ def _raise_file_limit() -> None:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     del soft
-
-
-def _no_reference(pid: Any) -> Any:
-    import pickle
-
-    raise pickle.UnpicklingError("no object handles before hello or attach")

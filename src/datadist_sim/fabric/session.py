@@ -4,7 +4,6 @@ reference counts, so a dropped proxy lets its object go), and the clusters it ru
 from __future__ import annotations
 
 import itertools
-import pickle
 import secrets
 import threading
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
@@ -13,10 +12,10 @@ import numpy as np
 
 from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.door import Mode
-from datadist_sim.fabric import compact
+from datadist_sim.fabric import codec
 from datadist_sim.fabric.loop import Connection
 from datadist_sim.fabric.shm import SharedAddressSpace
-from datadist_sim.fabric.wire import PLAIN_TYPES, ChannelClosed, ChannelTimeout, make_dumps, make_loads
+from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout
 
 STALE = object()
 """Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""
@@ -78,10 +77,8 @@ class Session:
         self.channel = channel
         """The first connection: the fabric's requests to the process go here; its loss is the process's."""
         self._calls: List[Connection] = []
-        self._dumps = compact.make_dumps(make_dumps(self._persistent_id))
-        self._loads = compact.make_loads(
-            make_loads(self._persistent_load, bounded=True), self._resolve, bounded=True
-        )
+        self._dumps = codec.make_dumps(self._own, server.by_handle)
+        self._loads = codec.make_loads({codec.HANDLE: self._handle_named, codec.CALLBACK: self._callback})
         self.attach(channel, main=True)
 
     def attach(self, conn: Connection, *, main: bool = False) -> None:
@@ -139,30 +136,31 @@ class Session:
         with self._lock:
             return len(self._objects)
 
-    def _persistent_id(self, obj: Any) -> Any:
+    def _own(self, obj: Any) -> Optional[codec.Ext]:
         """What travels as a handle: a face object (a cache that still has an id) by its handle, an
         array over shared memory by where it lies; anything else by value."""
-        if type(obj) in PLAIN_TYPES:
-            return None
         if isinstance(obj, self.server.by_handle) and getattr(obj, "cache_id", 0) != -1:
-            return ("ref", self.handle_of(obj), type(obj).__name__)
+            return codec.own_form(codec.REF, (self.handle_of(obj), type(obj).__name__))
         if isinstance(obj, np.ndarray):
             ref = self.server.space.locate(obj)
             if ref is not None:
-                return ("shm", ref)
+                return codec.own_form(codec.SHM, ref)
         return None
 
     def _resolve(self, handle: int) -> Any:
-        """The object a handle names, pickled (``_persistent_load``) or compact; ``STALE`` once released."""
+        """The object a handle names; ``STALE`` once released."""
         with self._lock:
             return self._objects.get(handle, STALE)
 
-    def _persistent_load(self, pid: Any) -> Any:
-        if pid[0] == "ref":
-            return self._resolve(pid[1])
-        if pid[0] == "callback":
-            return _remote_synchronizer(self, int(pid[1]))
-        raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
+    def _handle_named(self, value: Any) -> Any:
+        if type(value) is not int:
+            raise codec.NotOurs("a malformed handle")
+        return self._resolve(value)
+
+    def _callback(self, value: Any) -> Any:
+        if type(value) is not int:
+            raise codec.NotOurs("a malformed callback")
+        return _remote_synchronizer(self, value)
 
     # -- requests from the client --------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ else:
         cm.pull_cache(key, cache, 0)
         good += int((view == 7).all())
     say("pulled", good)
-    if sys.argv[3:] == ["frames"]:  # how the last pull's request and reply went: compact or pickled
+    if sys.argv[3:] == ["frames"]:  # the first byte of the last pull's request and of its reply
         from datadist_sim.fabric.client import current_client
 
         conn = current_client()._idle_calls[-1]
