@@ -200,6 +200,22 @@ def test_fabric_expands_pid_in_its_trace_path(tmp_path: Path, capsys: pytest.Cap
     assert not (tmp_path / "f-{pid}.jsonl").exists()
 
 
+def test_after_an_in_process_fabric_ends_the_drop_in_world_is_a_fresh_one(tmp_path: Path) -> None:
+    from datadist_sim.llm_datadist import LLMDataDist, LLMRole
+
+    argv = ["fabric", "--trace", str(tmp_path / "f.jsonl"), "--idle-exit", "0.1", "--quiet"]
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        assert main([*argv, "--socket-dir", str(tmp_path / "sock")]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    written = (tmp_path / "f.jsonl").read_text()
+    dd = LLMDataDist(LLMRole.PROMPT, 7)
+    dd.init({"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1"})  # traced: the old file is closed
+    dd.finalize()
+    assert (tmp_path / "f.jsonl").read_text() == written
+
+
 def test_output_into_a_closed_pipe_ends_quietly_with_141() -> None:
     import subprocess
 

@@ -126,6 +126,9 @@ class FabricServer:
             self._loop.run(tick)
         finally:
             self.close()
+            # The served world ends here (its trace file is closed next): a program that goes on in this
+            # process (a test run in-process) gets a fresh drop-in world, not one writing to a closed file.
+            reset_default_world()
 
     def stop(self) -> None:
         self._stop.set()
