@@ -181,6 +181,28 @@ class FabricClient:
                 with self._calls_lock:
                     self._idle_calls.append(conn)
 
+    def fetch_file(self, name: str) -> Tuple[int, int]:
+        """The fabric's memory file ``name``, handed over as a descriptor on one of this process's call
+        connections (authenticated and attached: no descriptor is taken before that): the descriptor,
+        now ours to close, and the size the fabric says it has. A file the fabric no longer has, or a
+        fabric that cannot be reached, is ``FileNotFoundError``."""
+        with self._calls_lock:
+            conn = self._idle_calls.pop() if self._idle_calls else None
+        try:
+            if conn is None:
+                conn = self._open_call(self.call_timeout)
+            size, fd = conn.fetch("fd", (name,), self.call_timeout)
+        except (ChannelClosed, ChannelTimeout) as exc:
+            raise FileNotFoundError(f"cannot get the fabric's memory {name}: {exc}") from None
+        finally:
+            if conn is not None and not conn.closed:
+                with self._calls_lock:
+                    self._idle_calls.append(conn)
+        if type(size) is not int:
+            os.close(fd)
+            raise FileNotFoundError(f"the fabric's memory {name} came with no size")
+        return fd, size
+
     def _open_call(self, timeout: float) -> CallConnection:
         """Another connection of this process, within ``timeout``: a fabric that does not answer in
         time is ``ChannelTimeout``, one that is gone (or is no longer ours) ``ChannelClosed``."""
@@ -242,7 +264,7 @@ class FabricClient:
         if pid[0] == "ref":
             return self._proxy(int(pid[1]), str(pid[2]))
         if pid[0] == "shm":
-            return open_view(pid[1])
+            return open_view(pid[1], self.fetch_file)
         raise pickle.UnpicklingError(f"unknown reference {pid[0]!r}")
 
     def adopt(self, handle: int, proxy: RemoteObject) -> None:
@@ -306,7 +328,7 @@ class FabricClient:
         """The fabric's scratch file at ``path``, mapped once and kept while the fabric reuses it."""
         mapped = self._scratch_maps.pop(path, None)
         if mapped is None:
-            mapped = open_scratch(path)
+            mapped = open_scratch(path, self.fetch_file)
         self._scratch_maps[path] = mapped  # most recent last
         while len(self._scratch_maps) > SCRATCH_MAPS_KEPT:
             self._scratch_maps.pop(next(iter(self._scratch_maps)))
