@@ -211,7 +211,8 @@ def test_allocations_are_shared_files_that_another_mapping_sees_and_free_removes
     view = space.view(addr, 4096)
     ref = space.locate(view[16:32])
     assert ref is not None
-    assert ref[0].startswith(space._prefix) and "/" not in ref[0]  # a name, asked for: no path
+    assert ref[0].startswith(space._prefix)
+    assert "/" not in ref[0]  # a name the client asks the fabric for: no path
     assert ref[1:] == (16, (16,), "|u1", (1,))
     other = open_view(ref, lend)  # what a client process maps (its fetch asks the fabric to lend)
     other[...] = 7

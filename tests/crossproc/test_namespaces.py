@@ -23,7 +23,7 @@ PID_NS = ("unshare", "--pid", "--fork", "--mount-proc")
 USER_NS = ("unshare", "--user", "--map-root-user")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _works(launcher: Tuple[str, ...]) -> bool:
     """Whether this machine lets us start a process so (unshare present, and permitted)."""
     if shutil.which("unshare") is None:

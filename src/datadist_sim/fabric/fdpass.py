@@ -25,7 +25,7 @@ import socket
 import stat
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from datadist_sim.fabric.wire import HEADER, ChannelClosed, ChannelTimeout
 
