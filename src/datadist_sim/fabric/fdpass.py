@@ -118,5 +118,3 @@ def check_memory_file(fd: int, name: str, size: int) -> None:
         return
     if link != f"/memfd:{name} (deleted)":
         raise FileNotFoundError(f"the fabric sent another file than its memory {name}")
-
-
