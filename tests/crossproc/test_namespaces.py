@@ -90,3 +90,31 @@ def test_mapping_memory_many_times_leaves_no_descriptor_or_mapping_behind(
     assert maps_after == maps_before, held
     program.expect("done")
     assert program.finish() == 0
+
+
+@pytest.mark.parametrize("launcher", NAMESPACES)
+def test_large_transfers_to_and_from_raw_pointers_of_a_namespaced_client_arrive_intact(
+    fabric: Fabric, launcher: Tuple[str, ...]
+) -> None:
+    """Raw pointers of a process in another namespace: past the inline limit, the bytes travel through
+    scratch files it maps from descriptors the fabric hands over while it serves the fabric's request."""
+    _need(launcher)
+    prompt = fabric.start("large_pair.py", "prompt")
+    decode = _start(fabric, launcher, "large_pair.py", "decode")
+    shared_id = prompt.expect("shared_id")
+    prompt.tell()
+    decode.tell()
+    assert prompt.expect("status") == "OK"
+    assert decode.expect("status") == "OK"
+    decode.tell(shared_id)
+    for _ in range(2):
+        assert decode.expect("raw_to_raw") == "True"
+        assert decode.expect("raw_to_shared") == "True"
+        assert decode.expect("shared_to_raw") == "True"
+    assert int(decode.expect("scratch_files_made")) >= 1
+    decode.expect("pulled")
+    decode.tell()
+    prompt.tell()
+    decode.expect("done")
+    prompt.expect("done")
+    assert (prompt.finish(), decode.finish()) == (0, 0)
