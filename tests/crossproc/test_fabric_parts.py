@@ -19,7 +19,7 @@ from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._world.errors import SimError
 from datadist_sim.fabric import address
 from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
-from datadist_sim.fabric.shm import SharedAddressSpace, open_view, shm_directory
+from datadist_sim.fabric.shm import SharedAddressSpace, lend, open_view, shm_directory
 
 TOKEN = "0123456789abcdef0123"
 
@@ -211,15 +211,16 @@ def test_allocations_are_shared_files_that_another_mapping_sees_and_free_removes
     view = space.view(addr, 4096)
     ref = space.locate(view[16:32])
     assert ref is not None
-    assert ref[0].startswith(f"/proc/{os.getpid()}/fd/")  # reached through the fabric's descriptor
+    assert ref[0].startswith(space._prefix)
+    assert "/" not in ref[0]  # a name the client asks the fabric for: no path
     assert ref[1:] == (16, (16,), "|u1", (1,))
-    other = open_view(ref)  # what a client process maps
+    other = open_view(ref, lend)  # what a client process maps (its fetch asks the fabric to lend)
     other[...] = 7
     assert view[16:32].tolist() == [7] * 16
     assert not [n for n in os.listdir(shm_directory()) if n.startswith(space._prefix)]  # no name
     pool.free(addr)
     with pytest.raises(FileNotFoundError):
-        open_view(ref)  # freed: gone, or its descriptor's number now another file's
+        open_view(ref, lend)  # freed: gone
     assert space.segment_count == 0
     assert space.locate(np.zeros(4)) is None
 
@@ -284,7 +285,7 @@ def test_a_backing_cannot_be_truncated_under_the_fabric() -> None:
     space.view(src, 8192)[...] = 5
     ref = space.locate(space.view(dst, 8192))
     assert ref is not None
-    fd = os.open(ref[0].partition("#")[0], os.O_RDWR)  # as a client (or anyone of this user) opens it
+    fd, _ = lend(ref[0])  # the descriptor a client is handed
     try:
         for size in (0, 4096, 1 << 30):
             with pytest.raises(PermissionError):

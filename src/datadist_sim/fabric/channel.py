@@ -20,8 +20,9 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
 
+from datadist_sim.fabric import fdpass
 from datadist_sim.fabric.exceptions import PayloadRefused, RemoteError, pack_exception, unpack_exception
 from datadist_sim.fabric.wire import (
     HEADER,
@@ -254,6 +255,7 @@ class CallConnection:
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
         self._left = b""  # bytes read past the last frame (none while in step)
+        self._fds: Optional[List[int]] = None  # during ``fetch``: the descriptors received
         sock.setblocking(False)
         self.closed = False
 
@@ -281,6 +283,24 @@ class CallConnection:
         if isinstance(message[3], BaseException):
             raise message[3]
         raise unpack_exception(message[3])
+
+    def fetch(self, kind: str, payload: Tuple[Any, ...], timeout: float) -> Tuple[Any, int]:
+        """A call whose reply carries one descriptor (``fdpass``): the reply's value and the descriptor,
+        now the caller's. A reply with none, or with more than ``fdpass.MAX_FDS``, closes whatever came
+        and raises ``ChannelClosed``; so does a failed call."""
+        fds: List[int] = []
+        self._fds = fds
+        try:
+            value = self.call(kind, payload, timeout)
+        except BaseException:
+            fdpass.close_all(fds)
+            raise
+        finally:
+            self._fds = None
+        if len(fds) != 1:
+            fdpass.close_all(fds)
+            raise ChannelClosed(f"the fabric's reply to {kind!r} carried no descriptor")
+        return value, fds[0]
 
     def _receive(self, deadline: float) -> Message:
         """The next message; a reply whose payload the decoder refused arrives as a failed reply."""
@@ -316,8 +336,11 @@ class CallConnection:
                 raise ChannelTimeout("no reply in time")
             ms = int(left * 1000 + 0.999)  # (no max(): it parses keywords, on every call)
             if self._poller.poll(ms if ms > 1 else 1):
-                try:
-                    chunk = self._sock.recv(most)
+                try:  # plain ``recv`` discards any descriptor a reply carries: only ``fetch`` takes one
+                    fds = self._fds
+                    chunk = (
+                        self._sock.recv(most) if fds is None else fdpass.recv_bounded(self._sock, most, fds)
+                    )
                 except BlockingIOError:
                     continue
                 if not chunk:

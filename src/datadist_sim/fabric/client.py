@@ -173,6 +173,28 @@ class FabricClient:
                 with self._calls_lock:
                     self._idle_calls.append(conn)
 
+    def fetch_file(self, name: str) -> Tuple[int, int]:
+        """The fabric's memory file ``name``, handed over as a descriptor on one of this process's call
+        connections (authenticated and attached: no descriptor is taken before that): the descriptor,
+        now ours to close, and the size the fabric says it has. A file the fabric no longer has, or a
+        fabric that cannot be reached, is ``FileNotFoundError``."""
+        with self._calls_lock:
+            conn = self._idle_calls.pop() if self._idle_calls else None
+        try:
+            if conn is None:
+                conn = self._open_call(self.call_timeout)
+            size, fd = conn.fetch("fd", (name,), self.call_timeout)
+        except (ChannelClosed, ChannelTimeout) as exc:
+            raise FileNotFoundError(f"cannot get the fabric's memory {name}: {exc}") from None
+        finally:
+            if conn is not None and not conn.closed:
+                with self._calls_lock:
+                    self._idle_calls.append(conn)
+        if type(size) is not int:
+            os.close(fd)
+            raise FileNotFoundError(f"the fabric's memory {name} came with no size")
+        return fd, size
+
     def _open_call(self, timeout: float) -> CallConnection:
         """Another connection of this process, within ``timeout``: a fabric that does not answer in
         time is ``ChannelTimeout``, one that is gone (or is no longer ours) ``ChannelClosed``."""
@@ -233,12 +255,11 @@ class FabricClient:
             raise codec.NotOurs("a malformed object handle")
         return self._proxy(value[0], str(value[1]))
 
-    @staticmethod
-    def _view(value: Any) -> Any:
+    def _view(self, value: Any) -> Any:
         if type(value) is not list or len(value) != 5:
             raise codec.NotOurs("a malformed view of shared memory")
         path, offset, shape, dtype, strides = value
-        return open_view((path, offset, tuple(shape), dtype, tuple(strides)))
+        return open_view((path, offset, tuple(shape), dtype, tuple(strides)), self.fetch_file)
 
     def adopt(self, handle: int, proxy: RemoteObject) -> None:
         """Make ``proxy`` the one object that stands for ``handle`` in this process."""
@@ -301,7 +322,7 @@ class FabricClient:
         """The fabric's scratch file at ``path``, mapped once and kept while the fabric reuses it."""
         mapped = self._scratch_maps.pop(path, None)
         if mapped is None:
-            mapped = open_scratch(path)
+            mapped = open_scratch(path, self.fetch_file)
         self._scratch_maps[path] = mapped  # most recent last
         while len(self._scratch_maps) > SCRATCH_MAPS_KEPT:
             self._scratch_maps.pop(next(iter(self._scratch_maps)))

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import socket
 import threading
 from typing import Any, Callable, Optional
 
 from datadist_sim.fabric.channel import Endpoint, Handler, Payload
+from datadist_sim.fabric.fdpass import send_with_fd, take_handed
 from datadist_sim.fabric.pool import WorkerPool
 from datadist_sim.fabric.wire import send_nonblocking
 
@@ -76,6 +78,9 @@ class Connection(Endpoint):
         try:
             super().answer(rid, kind, payload)
         finally:
+            left = take_handed()  # a descriptor whose reply was never sent: not kept open
+            if left is not None:
+                os.close(left)
             self._answered_hint = next(self._answered)
             if self.paused:
                 with self._flight:
@@ -97,7 +102,14 @@ class Connection(Endpoint):
         self._handler, self._dumps, self._loads, self._on_close = handler, dumps, loads, on_close
 
     def _send_bytes(self, data: bytes) -> None:
-        send_nonblocking(self._sock, data, SEND_TIMEOUT_S)
+        fd = take_handed()  # a memory file the client fetched (``fdpass``): beside its reply
+        if fd is None:
+            send_nonblocking(self._sock, data, SEND_TIMEOUT_S)
+            return
+        try:
+            send_with_fd(self._sock, data, fd, SEND_TIMEOUT_S)
+        finally:
+            os.close(fd)  # ours was a duplicate; the client's copy is in flight
 
     def request(self, kind: str, *payload: Any, timeout: Optional[float]) -> Any:
         """Ask the client (its memory, a callback). The reply comes through the selector, so a leader

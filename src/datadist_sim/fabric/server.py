@@ -32,13 +32,14 @@ from datadist_sim._world.door import (
 )
 from datadist_sim.fabric import codec
 from datadist_sim.fabric.address import FabricAddress
+from datadist_sim.fabric.fdpass import hand_over
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
 from datadist_sim.fabric.loop import Connection, SelectorLoop
 from datadist_sim.fabric.pool import WorkerPool
 from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
 from datadist_sim.fabric.session import STALE as STALE_HANDLE
 from datadist_sim.fabric.session import Session, by_handle_types, calling_session
-from datadist_sim.fabric.shm import SharedAddressSpace
+from datadist_sim.fabric.shm import SharedAddressSpace, lend
 from datadist_sim.fabric.wire import private_directory
 
 _log = logging.getLogger("datadist_sim.fabric")
@@ -278,6 +279,10 @@ class FabricServer:
             from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 
             return session.handle_of(LLMDataDist(*payload))
+        if kind == "fd":  # a memory file by name: its size, and its descriptor beside the reply
+            fd, size = lend(payload[0])
+            hand_over(fd)
+            return size
         if kind == "fn" and payload[0] == "coverage":
             return session.coverage.as_dict()
         if kind == "fn":

@@ -4,16 +4,17 @@ The fabric's address space is the world's ordinary ``AddressSpace`` with two cha
 
 - every allocation's backing is an ``mmap`` of its own anonymous memory file (``memfd_create``), so a
   client maps the very bytes of a cache (``get_cache_tensors``, ``tensor_views``) and a pull between two
-  processes is one ``memcpy`` inside the fabric, never a copy through a socket. A client reaches a file
-  through the fabric's descriptor, ``/proc/<fabric pid>/fd/<n>``, which the kernel opens only for this
-  user (the ptrace access check), and checks it got the file it was told of by its random name (a
-  freed descriptor's number is reused). The files have no name in ``/dev/shm``: nobody can guess,
+  processes is one ``memcpy`` inside the fabric, never a copy through a socket. A client is told a
+  file's random name and asks the fabric for it over its authenticated connection, which hands over a
+  descriptor (``fdpass``: ``SCM_RIGHTS``), so no path is involved and a client in another PID or user
+  namespace maps it as well. The files have no name in ``/dev/shm``: nobody can guess,
   squat, list or unlink them, and the kernel frees their memory once no process holds or maps them, so
   a fabric that is killed leaves nothing behind and no other fabric (in this PID namespace or another
   sharing ``/dev/shm``) ever has anything of it to reclaim. Each file is sealed against shrinking and
   growing (``F_SEAL_SHRINK | F_SEAL_GROW``) before anyone else can open it: a truncation, which would
   make the fabric's next touch of those pages a ``SIGBUS`` and kill every job's world, is refused by
-  the kernel (``EPERM``). A backing that cannot be had is the pool's out-of-memory code.
+  the kernel (``EPERM``), and a client maps only a file it finds so sealed. A backing that cannot be
+  had is the pool's out-of-memory code.
 - an address that is not simulated is a raw pointer of some *client* process (``data_ptr()`` of its
   tensor), which only that process can touch. Copies involving one ask ``RawMemory`` (the fabric's
   router), which has the owner read or write its own memory on the peer's behalf.
@@ -36,12 +37,16 @@ import numpy.typing as npt
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.door import AddressSpace, SimError, is_simulated
+from datadist_sim.fabric.fdpass import check_memory_file
 
 Bytes = npt.NDArray[np.uint8]
+Fetch = Callable[[str], Tuple[int, int]]
+"""Gets the fabric's file of a name: a descriptor the caller then owns, and the size the fabric says
+it has (a client's is ``FabricClient.fetch_file``; in the fabric's own process, ``lend``)."""
 Range = Tuple[int, int]
 ViewRef = Tuple[str, int, Tuple[int, ...], str, Tuple[int, ...]]
 """``(handle, offset, shape, dtype, strides)``: enough for another process to map the same bytes (the
-handle is what ``open_mapped`` opens)."""
+handle is the file's name, what ``open_mapped`` asks for)."""
 
 
 Take = Callable[[int], "Scratch"]
@@ -213,20 +218,47 @@ SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
 class Segment:
-    """One sealed memory file the fabric holds open: its descriptor, and the handle clients open it by."""
+    """One sealed memory file the fabric holds open: its descriptor, and the name clients ask for it by
+    (``lend``)."""
 
     __slots__ = ("fd", "handle")
 
     def __init__(self, fd: int, name: str) -> None:
         self.fd = fd
-        self.handle = f"/proc/{os.getpid()}/fd/{fd}#{name}"
+        self.handle = name
+        with _files_lock:
+            _files[name] = fd
 
     def close(self) -> None:
         """Give up the descriptor (the memory goes once no process maps it any more)."""
-        fd, self.fd = self.fd, -1
+        with _files_lock:
+            fd, self.fd = self.fd, -1
+            if _files.get(self.handle) == fd:
+                del _files[self.handle]
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+_files: Dict[str, int] = {}
+"""Every live memory file of this process by name: what ``lend`` may hand out."""
+_files_lock = threading.Lock()
+
+
+def lend(name: str) -> Tuple[int, int]:
+    """A duplicate of the descriptor of this process's memory file ``name`` (the caller closes it), and
+    the file's size; ``FileNotFoundError`` if it is gone (freed). The names are random (64 bits) and
+    only ever told to the fabric's authenticated peers."""
+    with _files_lock:  # dup under the lock: a concurrent close cannot hand over a reused number
+        fd = _files.get(name) if type(name) is str else None
+        if fd is None:
+            raise FileNotFoundError(f"the fabric's memory {name!r} is gone (freed)")
+        mine = os.dup(fd)
+    try:
+        return mine, os.fstat(mine).st_size
+    except OSError:
+        os.close(mine)
+        raise
 
 
 def _create_mapped(prefix: str, nbytes: int) -> Tuple[Segment, mmap.mmap]:
@@ -254,7 +286,7 @@ def _raise_file_limit() -> None:
 
 class Scratch:
     """A shared file that carries one large transfer to or from a client's raw memory: the client maps
-    it by its handle (``path``) and copies, so the bytes never pass through the socket."""
+    it by its name (``path``) and copies, so the bytes never pass through the socket."""
 
     def __init__(self, prefix: str, nbytes: int) -> None:
         self._segment, mapped = _create_mapped(prefix, nbytes)
@@ -334,37 +366,28 @@ class ScratchPool:
             each.unlink()
 
 
-def open_mapped(handle: str) -> mmap.mmap:
-    """Map, in this process, the fabric's file ``handle`` names (``/proc/<pid>/fd/<n>#<name>``): the
-    descriptor is checked to be that very file by its name, since the fabric reuses a freed one's
-    number; one that is gone or replaced raises ``FileNotFoundError``."""
-    path, _, name = handle.partition("#")
+def open_mapped(handle: str, fetch: Fetch) -> mmap.mmap:
+    """Map, in this process, the fabric's file named ``handle``, got through ``fetch``: it must be a
+    memory file of that name, of the size the fabric said, sealed so its size can never change (a file
+    that could shrink under the mapping would make a touch of it ``SIGBUS``). One that is gone, or not
+    what was asked for, raises ``FileNotFoundError``. The descriptor is closed once mapped."""
+    fd, size = fetch(handle)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except PermissionError:
-        # the kernel's ptrace access check: another user, or a process in another user namespace (a
-        # rootless container joining a fabric started outside it)
-        raise PermissionError(
-            f"cannot map the fabric's memory {path}: only a process of the fabric's user, in its PID "
-            "namespace and its user namespace, can open its descriptors"
-        ) from None
-    try:
-        if os.readlink(f"/proc/self/fd/{fd}") != f"/memfd:{name} (deleted)":
-            raise FileNotFoundError(f"the fabric's memory {name} is gone (freed)")
-        return mmap.mmap(fd, os.fstat(fd).st_size)
+        check_memory_file(fd, handle, size)
+        return mmap.mmap(fd, size)
     finally:
         os.close(fd)
 
 
-def open_view(ref: ViewRef) -> npt.NDArray[Any]:
+def open_view(ref: ViewRef, fetch: Fetch) -> npt.NDArray[Any]:
     """Map the bytes ``ref`` names into this process (a client's side of ``locate``)."""
     handle, offset, shape, dtype, strides = ref
     view: npt.NDArray[Any] = np.ndarray(
-        shape, dtype=np.dtype(dtype), buffer=open_mapped(handle), offset=offset, strides=strides
+        shape, dtype=np.dtype(dtype), buffer=open_mapped(handle, fetch), offset=offset, strides=strides
     )
     return view
 
 
-def open_scratch(path: str) -> Bytes:
+def open_scratch(path: str, fetch: Fetch) -> Bytes:
     """Map a scratch file the fabric made (a client's side of ``Scratch``)."""
-    return np.frombuffer(open_mapped(path), dtype=np.uint8)
+    return np.frombuffer(open_mapped(path, fetch), dtype=np.uint8)
