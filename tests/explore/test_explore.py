@@ -65,6 +65,23 @@ def test_careful_kv_cache_manager_client_sees_only_codes_its_mode_gives_and_surv
     assert "LLM_OUT_OF_MEMORY" not in seen
 
 
+def test_careful_hixl_backend_client_sees_only_codes_its_mode_gives_and_survives() -> None:
+    """The hixl transfer backend: explore draws that mode's codes (a failed link set-up is ``LLM_FAILED``
+    or ``LLM_TIMEOUT``, never the default backend's ``LLM_LINK_FAILED``), and a client that handles them
+    is never failed."""
+    from datadist_sim.faults import engine_codes
+
+    outcome = explore("tests.explore.clients:hixl_careful", Options(runs=300, workers=1, seed=3))
+    assert outcome.failures == []
+    assert set(outcome.fired()) >= {"fail", "timeout", "kill", "cut_link", "partition"}
+    seen = {code for result in outcome.results for code in result.codes}
+    assert "LLM_TIMEOUT" in seen
+    allowed = {c.name for c in engine_codes.union(engine_codes.OPS, ["hixl"])} | {"LLM_SUCCESS"}
+    assert seen <= allowed, seen - allowed
+    assert "LLM_LINK_FAILED" not in seen
+    assert "LLM_WAIT_PROCESS_TIMEOUT" not in seen
+
+
 def test_two_fault_bug_is_found_by_the_systematic_pairs_and_shrunk_to_two_rules() -> None:
     outcome = explore(TWICE, Options(runs=300, workers=1))
     assert outcome.first_failure is not None
