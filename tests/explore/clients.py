@@ -5,8 +5,10 @@ timeout) and reports every request it could not serve; ``buggy`` retries a timed
 now broken, link and lets that retry's error escape; ``twice`` re-links once, but a second timeout on
 the same request takes an unguarded path (a bug that needs two faults on one request); ``landed``
 re-links and retries correctly but takes the retry's ``LLM_KV_CACHE_NOT_EXIST`` for a crash (a bug only
-a timeout whose bytes landed, and so consumed the key, reaches); ``hixl_careful`` is ``careful`` over the
-hixl transfer backend and ``kv_careful`` in KvCacheManager mode. Each target
+a timeout whose bytes landed, and so consumed the key, reaches); ``mid_transfer`` takes a timed-out
+pull for a live peer and crashes when the re-link fails (a peer that died mid-transfer);
+``hixl_careful`` is ``careful`` over the hixl transfer backend and ``kv_careful`` in KvCacheManager
+mode. Each target
 raises ``AssertionError`` when its property is violated: no error escapes the connector, and every
 request it calls served holds the Prompt's bytes.
 """
@@ -207,6 +209,40 @@ class Hixl(Connector):
 
 def hixl_careful(world: SimWorld) -> None:
     _check(world, Hixl)
+
+
+class MidTransfer(Connector):
+    """Knows a dead peer by a pull's ``LLM_NOT_YET_LINK`` (the link is gone; if a re-link fails too, it
+    stops serving), but takes a timed-out pull for a slow, live peer: a re-link that then fails is a
+    crash. A peer killed before a pull is met the first way; one that dies while the transfer runs
+    times that pull out, and the re-link fails (as it does when the peer hangs or is cut off at the
+    pull)."""
+
+    peer_gone = False
+
+    def pull(self, req: int) -> bool:
+        llm = self.llm
+        if self.peer_gone:
+            return False
+        key = self.key(req)
+        try:
+            self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
+            return True
+        except llm.LLMException as exc:
+            code = exc.status_code
+            if code not in (llm.LLMStatusCode.LLM_TIMEOUT, llm.LLMStatusCode.LLM_NOT_YET_LINK):
+                raise
+        if not self.relink():
+            if code == llm.LLMStatusCode.LLM_TIMEOUT:  # the bug
+                raise RuntimeError("re-link after a timed-out pull failed: the peer was taken for alive")
+            self.peer_gone = True
+            return False
+        self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
+        return True
+
+
+def mid_transfer(world: SimWorld) -> None:
+    _check(world, MidTransfer)
 
 
 class Twenty(Connector):
