@@ -317,9 +317,11 @@ def test_landed_and_lost_timeouts_and_a_peer_kill_come_first_at_each_transfer_ca
     options = Options(runs=RUNS, workers=1)
     _, base, _ = baseline_of(clients.careful, options)
     pulls = [c for c in base.calls if c.op == "pull_cache"]
-    first = [s[0] for s in list(systematic(base, options.kinds))[: 3 * len(pulls)]]
+    first = [s[0] for s in list(systematic(base, options.kinds))[: 4 * len(pulls)]]
     for n, site in enumerate(pulls):
-        landed, lost, kill = first[3 * n : 3 * n + 3]
+        landed, lost, kill, mid = first[4 * n : 4 * n + 4]
         assert (landed["action"], landed["landed"], landed["nth"]) == ("timeout", True, site.nth)
         assert (lost["action"], lost["landed"], lost["nth"]) == ("timeout", False, site.nth)
         assert (kill["action"], kill["op"], kill["cluster"]) == ("kill", "pull_cache", clients.P_ID)
+        assert (mid["action"], mid["cluster"]) == ("kill", clients.P_ID)
+        assert site.time - base.min_transfer_s < mid["start_s"] < site.time
