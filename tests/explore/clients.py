@@ -5,7 +5,10 @@ timeout) and reports every request it could not serve; ``buggy`` retries a timed
 now broken, link and lets that retry's error escape; ``twice`` re-links once, but a second timeout on
 the same request takes an unguarded path (a bug that needs two faults on one request); ``landed``
 re-links and retries correctly but takes the retry's ``LLM_KV_CACHE_NOT_EXIST`` for a crash (a bug only
-a timeout whose bytes landed, and so consumed the key, reaches). Each target
+a timeout whose bytes landed, and so consumed the key, reaches); ``mid_transfer`` takes a timed-out
+pull for a live peer and crashes when the re-link fails (a peer that died mid-transfer);
+``hixl_careful`` is ``careful`` over the hixl transfer backend and ``kv_careful`` in KvCacheManager
+mode. Each target
 raises ``AssertionError`` when its property is violated: no error escapes the connector, and every
 request it calls served holds the Prompt's bytes.
 """
@@ -25,10 +28,12 @@ REQUESTS = 3
 POOL = json.dumps({"memory_size": 16 << 20, "page_shift": 16})
 
 
-def _options(listen: str = "") -> Dict[str, str]:
+def _options(listen: str = "", hixl: bool = False) -> Dict[str, str]:
     opts = {"ge.exec.deviceId": "0", "llm.EnableCacheManager": "1", "llm.MemPoolConfig": POOL}
     if listen:
         opts["llm.listenIpInfo"] = listen
+    if hixl:
+        opts["llm.TransferBackend"] = "hixl"
     return opts
 
 
@@ -44,11 +49,11 @@ def _cluster(llm: Any) -> Any:
     return info
 
 
-def _prompt(llm: Any, requests: int = REQUESTS) -> Optional[Tuple[Any, Any]]:
+def _prompt(llm: Any, requests: int = REQUESTS, hixl: bool = False) -> Optional[Tuple[Any, Any]]:
     """The Prompt side: not under test, so a fault that stops it setting up ends the run quietly."""
     try:
         dd = llm.LLMDataDist(llm.LLMRole.PROMPT, P_ID)
-        dd.init(_options(f"{PROMPT_IP}:{PORT}"))
+        dd.init(_options(f"{PROMPT_IP}:{PORT}", hixl))
         keys = [llm.CacheKey(P_ID, r) for r in range(requests)]
         src = dd.cache_manager.allocate_cache(_desc(llm, requests), keys)
     except llm.LLMException:
@@ -65,11 +70,13 @@ class Connector:
     second_timeout_guarded = True
     missing_key_guarded = True
     requests = REQUESTS
+    hixl = False
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
         self.dd: Any = None
         self.dst: Any = None
+        self.src_cache_id = -1
 
     def relink(self) -> bool:
         cluster = _cluster(self.llm)
@@ -80,11 +87,14 @@ class Connector:
                 return True
         return False
 
+    def key(self, req: int) -> Any:
+        return self.llm.CacheKey(P_ID, req)
+
     def pull(self, req: int) -> bool:
         """True once the request's bytes are in; False when the connector gives the request up (an
         ``LLMException`` out of here is such a give-up too). A ``RuntimeError`` is a crash."""
         llm = self.llm
-        key = llm.CacheKey(P_ID, req)
+        key = self.key(req)
         timeout = llm.LLMStatusCode.LLM_TIMEOUT
         try:
             self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
@@ -121,7 +131,8 @@ class Connector:
         served: List[int] = []
         try:
             self.dd = llm.LLMDataDist(llm.LLMRole.DECODER, D_ID)
-            self.dd.init(_options())
+            # The hixl backend needs a listen address; port 0 is a client-only engine.
+            self.dd.init(_options(f"{DECODE_IP}:0", True) if self.hixl else _options())
             self.dst = self.dd.cache_manager.allocate_cache(_desc(llm, self.requests))
             if not self.relink():
                 return served
@@ -152,11 +163,12 @@ class Landed(Connector):
 def _check(world: SimWorld, connector_type: Type[Connector]) -> None:
     import llm_datadist
 
-    prompt = _prompt(llm_datadist, connector_type.requests)
+    prompt = _prompt(llm_datadist, connector_type.requests, connector_type.hixl)
     if prompt is None:
         return
     want = [view.copy() for view in tensor_views(prompt[1])]
     connector = connector_type(llm_datadist)
+    connector.src_cache_id = prompt[1].cache_id  # what a Prompt tells its Decode out of band
     served = connector.serve()
     world.faults.clear()  # heals poisoned memory, so the check below can read it
     if not served or D_ID in world.killed:
@@ -181,6 +193,56 @@ def twice(world: SimWorld) -> None:
 
 def landed(world: SimWorld) -> None:
     _check(world, Landed)
+
+
+class Hixl(Connector):
+    """The careful connector over the hixl transfer backend: its link is its own one-sided entity, a
+    failed link set-up is ``LLM_FAILED`` or ``LLM_TIMEOUT`` and is retried, and a timed-out pull is
+    retried once over a fresh link. The hixl backend pulls by the Prompt's cache id and batch index
+    (hixl ``cache_manager.py`` accepts only ``CacheKeyByIdAndIndex`` there), so no pull consumes a key."""
+
+    hixl = True
+
+    def key(self, req: int) -> Any:
+        return self.llm.CacheKeyByIdAndIndex(P_ID, self.src_cache_id, req)
+
+
+def hixl_careful(world: SimWorld) -> None:
+    _check(world, Hixl)
+
+
+class MidTransfer(Connector):
+    """Knows a dead peer by a pull's ``LLM_NOT_YET_LINK`` (the link is gone; if a re-link fails too, it
+    stops serving), but takes a timed-out pull for a slow, live peer: a re-link that then fails is a
+    crash. A peer killed before a pull is met the first way; one that dies while the transfer runs
+    times that pull out, and the re-link fails (as it does when the peer hangs or is cut off at the
+    pull)."""
+
+    peer_gone = False
+
+    def pull(self, req: int) -> bool:
+        llm = self.llm
+        if self.peer_gone:
+            return False
+        key = self.key(req)
+        try:
+            self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
+            return True
+        except llm.LLMException as exc:
+            code = exc.status_code
+            if code not in (llm.LLMStatusCode.LLM_TIMEOUT, llm.LLMStatusCode.LLM_NOT_YET_LINK):
+                raise
+        if not self.relink():
+            if code == llm.LLMStatusCode.LLM_TIMEOUT:  # the bug
+                raise RuntimeError("re-link after a timed-out pull failed: the peer was taken for alive")
+            self.peer_gone = True
+            return False
+        self.dd.cache_manager.pull_cache(key, self.dst, batch_index=req)
+        return True
+
+
+def mid_transfer(world: SimWorld) -> None:
+    _check(world, MidTransfer)
 
 
 class Twenty(Connector):

@@ -65,6 +65,79 @@ def test_careful_kv_cache_manager_client_sees_only_codes_its_mode_gives_and_surv
     assert "LLM_OUT_OF_MEMORY" not in seen
 
 
+def test_careful_hixl_backend_client_sees_only_codes_its_mode_gives_and_survives() -> None:
+    """The hixl transfer backend: explore draws that mode's codes (a failed link set-up is ``LLM_FAILED``
+    or ``LLM_TIMEOUT``, never the default backend's ``LLM_LINK_FAILED``), and a client that handles them
+    is never failed."""
+    from datadist_sim.faults import engine_codes
+
+    outcome = explore("tests.explore.clients:hixl_careful", Options(runs=300, workers=1, seed=3))
+    assert outcome.failures == []
+    assert set(outcome.fired()) >= {"fail", "timeout", "kill", "cut_link", "partition"}
+    seen = {code for result in outcome.results for code in result.codes}
+    assert "LLM_TIMEOUT" in seen
+    allowed = {c.name for c in engine_codes.union(engine_codes.OPS, ["hixl"])} | {"LLM_SUCCESS"}
+    assert seen <= allowed, seen - allowed
+    assert "LLM_LINK_FAILED" not in seen
+    assert "LLM_WAIT_PROCESS_TIMEOUT" not in seen
+
+
+def _one_pull(world: SimWorld, seen: Dict[str, Any]) -> None:
+    """Link, then one pull of request 0 into a zeroed slot; what the pull gave and the slot are noted."""
+    import llm_datadist as llm
+
+    from datadist_sim import tensor_views
+
+    assert clients._prompt(llm) is not None
+    d = llm.LLMDataDist(llm.LLMRole.DECODER, clients.D_ID)
+    d.init(clients._options())
+    dst = d.cache_manager.allocate_cache(clients._desc(llm, clients.REQUESTS))
+    assert d.link_clusters([clients._cluster(llm)], 2000)[0] == llm.LLMStatusCode.LLM_SUCCESS
+    try:
+        d.cache_manager.pull_cache(llm.CacheKey(clients.P_ID, 0), dst, batch_index=0)
+        seen["code"] = "LLM_SUCCESS"
+    except llm.LLMException as exc:
+        seen["code"] = exc.status_code.name
+    world.faults.clear()
+    seen["zeros"] = all(not view[0].any() for view in tensor_views(dst))
+
+
+def test_a_peer_killed_mid_transfer_times_the_pull_out_and_writes_nothing() -> None:
+    """The systematic pass's kill inside the pull: it comes after the pull began (the link's return)
+    and before the pull returned in the baseline; the pull times out (``LLM_TIMEOUT``, as the engine's
+    stream sync does: hixl ``comm_entity.cc:554-556``, ``llm_log.h:154-156``) and its destination
+    slot keeps its bytes (zeros): never success over torn bytes."""
+    from datadist_sim.explore.schedule import ambiguous
+
+    seen: Dict[str, Any] = {}
+    base_run = run_one(lambda w: _one_pull(w, seen), -1, 0, [], Limits(), want_baseline=True)
+    base = base_run.baseline
+    assert base is not None
+    assert seen == {"code": "LLM_SUCCESS", "zeros": False}
+    link, pull = (next(c for c in base.calls if c.op == op) for op in ("link_clusters", "pull_cache"))
+    kill = next(s for s in ambiguous(base, ("kill",)) if "start_s" in s)
+    assert kill["cluster"] == clients.P_ID
+    assert link.time < kill["start_s"] < pull.time
+    result = run_one(lambda w: _one_pull(w, seen), 0, 1, [kill], Limits())
+    assert not result.failed, result.failure
+    assert seen == {"code": "LLM_TIMEOUT", "zeros": True}
+    assert result.fired == {"kill": 1}
+
+
+def test_bug_met_only_when_the_peer_dies_mid_transfer_is_found_by_the_systematic_pass() -> None:
+    """``mid_transfer`` takes a timed-out pull for a live peer; the systematic pass's kill inside the
+    first pull fails it, and that run shrinks to one rule."""
+    outcome = explore("tests.explore.clients:mid_transfer", Options(runs=40, workers=1))
+    timed = [r for r in outcome.results if [s.get("action") for s in r.schedule] == ["kill"]]
+    mid = [r for r in timed if "start_s" in r.schedule[0]]
+    assert mid
+    assert all(r.failed for r in mid)
+    assert outcome.shrunk is not None
+    assert len(outcome.shrunk.schedule) == 1
+    assert outcome.shrunk.schedule[0]["action"] in ("kill", "hang", "partition")
+    assert "taken for alive" in outcome.shrunk.failure
+
+
 def test_two_fault_bug_is_found_by_the_systematic_pairs_and_shrunk_to_two_rules() -> None:
     outcome = explore(TWICE, Options(runs=300, workers=1))
     assert outcome.first_failure is not None
@@ -244,9 +317,11 @@ def test_landed_and_lost_timeouts_and_a_peer_kill_come_first_at_each_transfer_ca
     options = Options(runs=RUNS, workers=1)
     _, base, _ = baseline_of(clients.careful, options)
     pulls = [c for c in base.calls if c.op == "pull_cache"]
-    first = [s[0] for s in list(systematic(base, options.kinds))[: 3 * len(pulls)]]
+    first = [s[0] for s in list(systematic(base, options.kinds))[: 4 * len(pulls)]]
     for n, site in enumerate(pulls):
-        landed, lost, kill = first[3 * n : 3 * n + 3]
+        landed, lost, kill, mid = first[4 * n : 4 * n + 4]
         assert (landed["action"], landed["landed"], landed["nth"]) == ("timeout", True, site.nth)
         assert (lost["action"], lost["landed"], lost["nth"]) == ("timeout", False, site.nth)
         assert (kill["action"], kill["op"], kill["cluster"]) == ("kill", "pull_cache", clients.P_ID)
+        assert (mid["action"], mid["cluster"]) == ("kill", clients.P_ID)
+        assert site.time - base.min_transfer_s < mid["start_s"] < site.time

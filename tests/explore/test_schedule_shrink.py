@@ -68,6 +68,27 @@ def test_systematic_pass_breaks_the_link_between_two_pulls_of_one_request() -> N
     assert rules[0] == {"action": "cut_link", "cluster": 2, "remote": 1, "start_s": 0.05}
 
 
+def test_systematic_pass_kills_each_peer_strictly_inside_each_transfer() -> None:
+    """With transfers lasting at least 1 ms, each pull that returned at ``t`` was running over
+    ``(t - 1 ms, t)``: the kill of its peer comes half a millisecond before ``t``, after the kill at the
+    call itself."""
+    events = [
+        TraceEvent(0.0, 2, "link_clusters", "LLM_SUCCESS", kind="call"),
+        TraceEvent(
+            0.05, 2, "pull_cache", "LLM_SUCCESS", args="CacheKey(cluster_id=1, req_id=0)", kind="call"
+        ),
+        TraceEvent(0.06, 2, "transfer_cache_async", "LLM_SUCCESS", kind="call"),
+        TraceEvent(0.06, 1, "node.init", "ok"),
+    ]
+    base = Baseline.from_trace(events, 0.06, min_transfer_s=0.001)
+    kills = [s[0] for s in systematic(base, ("kill",)) if len(s) == 1 and s[0]["action"] == "kill"]
+    timed = [k for k in kills if "start_s" in k]
+    assert timed == [{"action": "kill", "cluster": 1, "start_s": pytest.approx(0.0495)}]
+    at_call = next(i for i, k in enumerate(kills) if k.get("op") == "pull_cache")
+    assert kills.index(timed[0]) == at_call + 1
+    assert not [k for k in systematic(Baseline.from_trace(events, 0.06), ("kill",)) if "start_s" in k[0]]
+
+
 def test_systematic_pairs_put_the_second_fault_on_the_next_call_of_the_same_operation() -> None:
     pairs = [s for s in systematic(_baseline(), ("timeout",)) if len(s) == 2]
     assert pairs

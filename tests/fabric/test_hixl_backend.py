@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from datadist_sim._world.world import SimWorld
+from datadist_sim.faults import Fault
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.status import LLMException, LLMStatusCode
@@ -180,6 +181,29 @@ def test_hixl_link_to_a_default_backend_listener_is_link_failed(world: SimWorld)
     assert d.link_clusters([to_prompt()]) == (S.LLM_LINK_FAILED, [S.LLM_LINK_FAILED])
 
 
+def test_hixl_link_to_an_address_nobody_serves_is_failed_at_once(world: SimWorld) -> None:
+    """The hixl engine's connect to a port nobody listens on is refused: hixl ``FAILED``, i.e.
+    ``LLM_FAILED`` (hixl ``src/hixl/common/ctrl_msg_plugin.cc:119-122``, ``common/llm_log.h:164-176``),
+    without waiting out the link timeout; the caller keeps no entity."""
+    d = hixl(LLMRole.DECODER, 1, DECODE_IP, D_PORT)
+    start = world.now()
+    assert d.link_clusters([to_prompt()], 5000) == (S.LLM_FAILED, [S.LLM_FAILED])
+    assert world.now() - start < 5.0
+    assert world.links() == []
+
+
+def test_hixl_link_across_a_partition_is_timeout_after_the_link_timeout(world: SimWorld) -> None:
+    """A cut network drops the connect, which the hixl engine gives up at the link timeout: hixl
+    ``TIMEOUT``, i.e. ``LLM_TIMEOUT`` (``ctrl_msg_plugin.cc:77-80``); the default backend's
+    ``LLM_LINK_FAILED`` is no hixl code."""
+    _, d = hixl_pair()
+    world.faults.add(Fault.partition(0, 1))
+    start = world.now()
+    assert d.link_clusters([to_prompt()], 2000) == (S.LLM_TIMEOUT, [S.LLM_TIMEOUT])
+    assert world.now() - start >= 2.0
+    assert world.links() == []
+
+
 def test_unknown_transfer_backend_fails_init_with_param_invalid(world: SimWorld) -> None:
     with pytest.raises(LLMException, match="Transfer backend:tcp is not supported") as caught:
         hixl(LLMRole.PROMPT, 0, PROMPT_IP, P_PORT, backend="tcp")
@@ -224,7 +248,8 @@ def test_hixl_decodes_on_port_0_link_out_both_ways_of_data_and_nobody_links_to_t
     listens then (adxl ``channel_msg_handler.cc:191-194``, hixl_cs ``hixl_server.cc:96``), so two of them
     share the address, each links to the Prompt, and both directions of data go over those links (a
     pull of the Prompt's KV, a push back); a Prompt linking to a Decode's port 0 reaches nobody
-    (``LLM_LINK_FAILED``), while the Prompt's own link to a Decode that listens on a port works."""
+    (``LLM_FAILED``: a refused connect), while the Prompt's own link to a Decode that listens on a port
+    works."""
     p = hixl(LLMRole.PROMPT, 0, PROMPT_IP, P_PORT)
     decodes = [hixl(LLMRole.DECODER, 1, DECODE_IP, 0), hixl(LLMRole.DECODER, 2, DECODE_IP, 0)]
     p_cache = p.cache_manager.allocate_cache(desc())
@@ -233,7 +258,7 @@ def test_hixl_decodes_on_port_0_link_out_both_ways_of_data_and_nobody_links_to_t
     for n, d in enumerate(decodes, start=1):
         assert d.link_clusters([to_prompt()]) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
         back = info(n, 0, remote_ip=DECODE_IP, local_ip=PROMPT_IP)
-        assert p.link_clusters([back], 1000) == (S.LLM_LINK_FAILED, [S.LLM_LINK_FAILED])
+        assert p.link_clusters([back], 1000) == (S.LLM_FAILED, [S.LLM_FAILED])
         d_cache = d.cache_manager.allocate_cache(desc())
         d.cache_manager.pull_cache(CacheKeyByIdAndIndex(0, p_cache.cache_id, 0), d_cache, 1)
         for v in views(world, d_cache):

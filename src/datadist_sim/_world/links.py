@@ -245,7 +245,7 @@ def _connect(
         return S.LLM_ALREADY_LINK, cfg.message_rtt_s
     server = _server_for(world, req.remote)
     if server is None:
-        return S.LLM_LINK_FAILED, timeout_s
+        return _unreachable(node, world, timeout_s, refused=True)
     if (
         server.cluster_id != req.remote_cluster_id
         or server.mode is not node.mode
@@ -265,7 +265,7 @@ def _connect(
         setup_s = float("inf")
     hung = world.faults.hung(server.cluster_id)
     if not hung and world.unreachable(node.cluster_id, server.cluster_id):
-        return S.LLM_LINK_FAILED, timeout_s
+        return _unreachable(node, world, timeout_s, refused=False)
     if hung or not world.wait_if_paused(server.cluster_id) or setup_s > timeout_s:
         return timeout_code, timeout_s
     with world.lock:
@@ -287,6 +287,24 @@ def _connect(
                 node.cluster_id, is_client=False, since=now, by_table=reads_table(server)
             )
     return S.LLM_SUCCESS, setup_s
+
+
+def _unreachable(node: ClusterNode, world: SimWorld, timeout_s: float, refused: bool) -> Outcome:
+    """A link whose TCP connect reaches no listener.
+
+    The default backends answer ``LLM_LINK_FAILED`` after the link timeout. The hixl backend's entity
+    connects through the hixl engine (``link_mgr/hixl_entity.cc:27-29``), whose socket connect maps a
+    refused connect to hixl ``FAILED`` at once and one still pending at the timeout to ``TIMEOUT``
+    (``src/hixl/common/ctrl_msg_plugin.cc:71-85, 119-122``; the adxl engine alike,
+    ``common/msg_handler_plugin.cc:64-77``); ``LLM_CHK_HIXL_RET`` turns them into ``LLM_FAILED`` and
+    ``LLM_TIMEOUT`` (``common/llm_log.h:164-176, 200-209``). An address nobody serves refuses; a cut link
+    drops the connect, so it waits out the timeout.
+    """
+    if not node.hixl:
+        return S.LLM_LINK_FAILED, timeout_s
+    if refused:
+        return S.LLM_FAILED, world.config.message_rtt_s
+    return S.LLM_TIMEOUT, timeout_s
 
 
 def _server_for(world: SimWorld, endpoints: Tuple[Endpoint, ...]) -> Optional[ClusterNode]:

@@ -184,7 +184,7 @@ def run_one(
     if result.failed:
         result.trace_tail = excerpt(events)
     if want_baseline:
-        result.baseline = Baseline.from_trace(events, result.sim_time)
+        result.baseline = Baseline.from_trace(events, result.sim_time, world.config.message_rtt_s)
     return result
 
 

@@ -79,9 +79,14 @@ class Baseline:
     sim_time: float = 0.0
     modes: Dict[Where, engine_codes.EngineMode] = field(default_factory=dict)
     """The engine mode of each cluster the baseline brought up (``engine_codes.trace_modes``)."""
+    min_transfer_s: float = 0.0
+    """The least simulated time a transfer lasts (its message round trip, ``SimConfig.message_rtt_s``;
+    the bytes add to it): a transfer call that returned at ``t`` was running over ``(t - this, t)``."""
 
     @classmethod
-    def from_trace(cls, events: Sequence[TraceEvent], sim_time: float) -> Baseline:
+    def from_trace(
+        cls, events: Sequence[TraceEvent], sim_time: float, min_transfer_s: float = 0.0
+    ) -> Baseline:
         counts: Dict[Tuple[str, Optional[Where]], int] = {}
         calls: List[CallSite] = []
         clusters: List[Where] = []
@@ -95,7 +100,9 @@ class Baseline:
             found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
             req = int(found.group(1)) if found else None
             calls.append(CallSite(event.op, event.cluster_id, counts[key], req, event.time))
-        return cls(calls, sorted(clusters, key=_order), sim_time, engine_codes.trace_modes(events))
+        return cls(
+            calls, sorted(clusters, key=_order), sim_time, engine_codes.trace_modes(events), min_transfer_s
+        )
 
     def mode_of(self, cluster: Optional[Where]) -> Optional[engine_codes.EngineMode]:
         """The mode of ``cluster`` in the baseline, or None when it did not show."""
@@ -172,11 +179,29 @@ def _global_nth(site: CallSite, baseline: Baseline) -> int:
     return _global_nth(before, baseline) + 1 if before in baseline.calls else site.nth
 
 
+def mid_transfer(site: CallSite, baseline: Baseline) -> Iterator[Spec]:
+    """Each peer of ``site`` killed while its transfer runs: a timed kill half a round trip before the
+    call returned, which is after the transfer began (every transfer lasts at least one round trip) and
+    before it completed, wherever the bytes make it end. The world stops the transfer there and it times
+    out with nothing written. A call that returns before its transfer ends (``transfer_cache_async``)
+    gives no such moment."""
+    margin = baseline.min_transfer_s / 2
+    if margin <= 0 or site.op not in _SYNC_TRANSFERS or site.cluster is None:
+        return
+    for other in baseline.others(site.cluster):
+        if other != site.cluster:
+            yield {"action": "kill", "cluster": other, "start_s": site.time - margin}
+
+
+_SYNC_TRANSFERS = TRANSFER_OPS - {"transfer_cache_async"}
+
+
 def ambiguous(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Spec]:
     """The outcomes real connectors most often get wrong, at each transfer call of the baseline: a
     timeout whose bytes landed (the key consumed: a retry gets ``LLM_KV_CACHE_NOT_EXIST``) and one whose
-    bytes did not, the peer killed at that call (between the link and the pull); then the link broken
-    between two transfers of one request (the second finds no link)."""
+    bytes did not, the peer killed at that call (its rule fires as the transfer starts, before a byte
+    moves) and killed while the transfer runs (``mid_transfer``); then the link broken between two
+    transfers of one request (the second finds no link)."""
     transfers = [site for site in baseline.calls if site.op in TRANSFER_OPS]
     for site in transfers:
         where: Spec = {"op": site.op, "nth": site.nth}
@@ -187,6 +212,7 @@ def ambiguous(baseline: Baseline, kinds: Sequence[str]) -> Iterator[Spec]:
             yield {"action": "timeout", "landed": False, **where}
         if "kill" in kinds:
             yield from at_call("kill", site, baseline)
+            yield from mid_transfer(site, baseline)
     if "cut_link" not in kinds:
         return
     for before, after in zip(transfers, transfers[1:]):

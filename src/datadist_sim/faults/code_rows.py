@@ -175,7 +175,8 @@ SPECS: Dict[str, Dict[str, Spec]] = {
             timeout=_C.LLM_TIMEOUT,
             source="hixl_transfer_engine.cc:132-157 (entity set-up; hixl codes through llm_log.h:164-176: "
             "TIMEOUT, NOT_CONNECTED, ALREADY_CONNECTED, FAILED, PARAM_INVALID)",
-            silent="no hixl path gives LLM_LINK_FAILED; an unreachable peer is a hixl FAILED or TIMEOUT",
+            silent="no hixl path gives LLM_LINK_FAILED; an unreachable peer is a hixl FAILED (refused, "
+            "hixl/common/ctrl_msg_plugin.cc:119-122) or TIMEOUT (connect past the timeout, :77-80)",
         ),
         "kv": _r(
             (
