@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from datadist_sim._world import pulls, transfer
-from datadist_sim._world.ranges import whole_batch
+from datadist_sim._world.requests import whole_batch
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist.status import LLMException
 from datadist_sim.llm_datadist.status import LLMStatusCode as S

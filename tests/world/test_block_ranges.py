@@ -9,7 +9,8 @@ import pytest
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.ranges import BlockRanges, PullParams, Range, blocks_ranges
+from datadist_sim._world.ranges import BlockRanges, Range, blocks_ranges
+from datadist_sim._world.requests import PullParams
 
 BLOCK = 64
 

@@ -12,16 +12,14 @@ changed and the planned path runs from the same state (and names the failure).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, Tuple
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 
 from datadist_sim._world.caches import CacheEntry
 from datadist_sim._world.cluster import ClusterNode, PeerLink
+from datadist_sim._world.requests import PullRequest
 from datadist_sim._world.world import SimWorld
-
-if TYPE_CHECKING:  # the request is made in ``pulls``, which runs this module's pull
-    from datadist_sim._world.pulls import PullRequest
 
 
 def tensor_views(world: SimWorld, entry: CacheEntry) -> Tuple[memoryview, ...]:

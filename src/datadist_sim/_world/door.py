@@ -2,7 +2,7 @@
 reach the world.
 
 A face validates a public call in the real library's order and with its messages, then translates it into
-one typed request here (``CacheSpec``, ``PullRequest``, ``PushRequest``, ``CopyRequest`` ...). From the
+one typed request of ``requests`` (``CacheSpec``, ``PullRequest``, ``PushRequest`` ...). From the
 door on, the world decides and acts: the same request from either face takes the same path, so v1 and v2
 share everything after their own checks. The names a face needs to hold world objects (``SimWorld``,
 ``ClusterNode``, ``SimError`` ...) are re-exported here, so a face imports this module and no other of
@@ -15,7 +15,7 @@ The fabric (cross-process mode) comes through the same door: it builds and serve
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -41,7 +41,6 @@ from datadist_sim._world.hixl_engines import OpState as OpState
 from datadist_sim._world.hixl_pool import ConnectState as ConnectState
 from datadist_sim._world.keys import INVALID_ID as INVALID_ID
 from datadist_sim._world.keys import Key as Key
-from datadist_sim._world.links import LinkRequest as LinkRequest
 from datadist_sim._world.links import check_link_status as check_link_status
 from datadist_sim._world.links import link_clusters as link_clusters
 from datadist_sim._world.links import unlink_clusters as unlink_clusters
@@ -50,10 +49,17 @@ from datadist_sim._world.ownership import copy_parties as copy_parties
 from datadist_sim._world.ownership import holds as holds
 from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
 from datadist_sim._world.process_memory import raw_view as raw_view
-from datadist_sim._world.pulls import PullRequest as PullRequest
 from datadist_sim._world.pulls import pull as pull
-from datadist_sim._world.ranges import PullParams as PullParams
-from datadist_sim._world.ranges import whole_batch as whole_batch
+from datadist_sim._world.requests import AddrPushRequest as AddrPushRequest
+from datadist_sim._world.requests import Allocated as Allocated
+from datadist_sim._world.requests import CacheSpec as CacheSpec
+from datadist_sim._world.requests import CopyRequest as CopyRequest
+from datadist_sim._world.requests import LinkRequest as LinkRequest
+from datadist_sim._world.requests import PullParams as PullParams
+from datadist_sim._world.requests import PullRequest as PullRequest
+from datadist_sim._world.requests import PushRequest as PushRequest
+from datadist_sim._world.requests import SwapRequest as SwapRequest
+from datadist_sim._world.requests import whole_batch as whole_batch
 from datadist_sim._world.trace import TraceEvent as TraceEvent
 from datadist_sim._world.trace import observe_calls as observe_calls
 from datadist_sim._world.trace import observe_nodes as observe_nodes
@@ -62,73 +68,6 @@ from datadist_sim._world.world import SimWorld as SimWorld
 from datadist_sim._world.world import store_of
 from datadist_sim.faults.effects import at_door as at_door
 from datadist_sim.faults.rules import SERVING as SERVING
-
-
-class CacheSpec(NamedTuple):
-    """A cache to allocate or register: ``num_tensors`` tensors of ``tensor_size`` bytes in
-    ``batch_size`` batches (blocks), on the device or the host, bound to ``keys``."""
-
-    num_tensors: int
-    tensor_size: int
-    batch_size: int
-    device: bool
-    is_blocks: bool
-    keys: List[Key]
-    remote_accessible: bool = True
-    """A registration's ``remote_accessible`` as the face resolved it (an allocation always is)."""
-
-
-class Allocated(NamedTuple):
-    """A cache the world made: its id and the address of each tensor."""
-
-    cache_id: int
-    addrs: List[int]
-
-
-class PushRequest(NamedTuple):
-    """Write batch ``src_batch`` of the local cache ``src_cache_id`` into what ``key`` names remotely."""
-
-    src_cache_id: int
-    src_batch: int
-    key: Key
-    params: PullParams
-    kind: str = "push"
-
-
-class AddrPushRequest(NamedTuple):
-    """Write local tensors to raw addresses of ``remote_id`` (a ``TransferConfig``)."""
-
-    remote_id: int
-    src_cache_id: int
-    src_batch: int
-    tensor_indices: Sequence[int]
-    dst_addrs: Sequence[int]
-    src_blocks: Sequence[int]
-    dst_blocks: Sequence[int]
-    dst_block_size: int
-
-
-class CopyRequest(NamedTuple):
-    """Copy ``size`` bytes (-1: the rest of the batch) at ``offset`` of one batch of each tensor, between
-    two local caches."""
-
-    dst_cache_id: int
-    src_cache_id: int
-    dst_batch: int
-    src_batch: int
-    offset: int
-    size: int
-
-
-class SwapRequest(NamedTuple):
-    """Move blocks between a host and a device cache: ``pairs`` of (source, destination) block indices
-    of each tensor pair ``(src_addrs[i], dst_addrs[i])``; blocks are ``block_size`` bytes."""
-
-    src_addrs: Sequence[int]
-    dst_addrs: Sequence[int]
-    block_size: int
-    pairs: Sequence[Tuple[int, int]]
-
 
 # -- caches -------------------------------------------------------------------------------------------
 

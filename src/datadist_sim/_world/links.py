@@ -17,13 +17,13 @@ still a success (``comm_entity_manager.cc:33-62``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role, reads_table
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.requests import LinkRequest
 from datadist_sim.faults.effects import link_effect
 from datadist_sim.faults.plan import Call
 from datadist_sim.faults.rules import current_op
@@ -34,15 +34,6 @@ if TYPE_CHECKING:
 S = LLMStatusCode
 Outcome = Tuple[LLMStatusCode, float]
 _ROLLED_BACK = (S.LLM_LINK_FAILED, S.LLM_WAIT_PROCESS_TIMEOUT, S.LLM_NOTIFY_PROMPT_UNLINK_FAILED)
-
-
-@dataclass(frozen=True)
-class LinkRequest:
-    """One ``LLMClusterInfo`` as the engine sees it: the peer's id and the endpoints on both sides."""
-
-    remote_cluster_id: int
-    local: Tuple[Endpoint, ...]
-    remote: Tuple[Endpoint, ...]
 
 
 def link_clusters(

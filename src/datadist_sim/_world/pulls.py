@@ -17,17 +17,17 @@ from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_ch
 from datadist_sim._world.clock import VirtualClock, other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode, PeerLink
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.keys import EngineKey, Key
+from datadist_sim._world.keys import EngineKey
 from datadist_sim._world.ownership import enter_copy, leave_copy
 from datadist_sim._world.ranges import (
     BlockRanges,
     Contiguous,
-    PullParams,
     Range,
     blocks_ranges,
     check_layer_split,
     contiguous_plan,
 )
+from datadist_sim._world.requests import PullRequest
 from datadist_sim._world.transfer import (
     _TIMEOUTS,
     _activity,
@@ -39,26 +39,6 @@ from datadist_sim._world.transfer import (
     link_in_use,
 )
 from datadist_sim._world.world import SimWorld, store_of
-
-
-class PullRequest:
-    """Pull what ``key`` names on its cluster into the local cache ``dst_cache_id`` (blocks or batches).
-    A slotted class rather than a ``NamedTuple``: one is made on every pull, and this costs less."""
-
-    __slots__ = ("blocks", "dst_cache_id", "key", "params")
-
-    def __init__(self, dst_cache_id: int, key: Key, params: PullParams, blocks: bool) -> None:
-        self.dst_cache_id = dst_cache_id
-        self.key = key
-        self.params = params
-        self.blocks = blocks
-
-    def __repr__(self) -> str:
-        return (
-            f"PullRequest(dst_cache_id={self.dst_cache_id!r}, key={self.key!r}, params={self.params!r}, "
-            f"blocks={self.blocks!r})"
-        )
-
 
 Plan = Union[BlockRanges, Contiguous]
 """What a pull moves (``nbytes`` in all), made into a list of ranges (``build``) only where a copy goes

@@ -20,64 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.caches import CacheEntry
 from datadist_sim._world.errors import SimError
-
-_PARAM_FIELDS = (
-    "size",
-    "batch_index",
-    "src_blocks",
-    "dst_blocks",
-    "src_tensors",
-    "dst_tensors",
-    "src_offset",
-    "dst_offset",
-    "tensor_num_per_layer",
-)
-"""``PullParams``' fields, in the order the real ``pull_cache_v2`` takes them."""
-
-
-class PullParams:
-    """Which part of a cache a pull or push moves (the real ``pull_cache_v2`` parameters, by name). A
-    slotted class rather than a ``NamedTuple``: one is made on most pulls, and this costs less to make.
-    Never changed once made (``whole_batch`` shares them)."""
-
-    __slots__ = _PARAM_FIELDS
-
-    def __init__(
-        self,
-        size: int,
-        batch_index: int,
-        src_blocks: Sequence[int],
-        dst_blocks: Sequence[int],
-        src_tensors: Sequence[int],
-        dst_tensors: Sequence[int],
-        src_offset: int,
-        dst_offset: int,
-        tensor_num_per_layer: int,
-    ) -> None:
-        self.size = size
-        """Bytes per tensor of a contiguous pull; -1 for the whole batch."""
-        self.batch_index = batch_index
-        self.src_blocks = src_blocks
-        self.dst_blocks = dst_blocks
-        self.src_tensors = src_tensors
-        self.dst_tensors = dst_tensors
-        self.src_offset = src_offset
-        """Bytes into each source batch (-1: 0)."""
-        self.dst_offset = dst_offset
-        self.tensor_num_per_layer = tensor_num_per_layer
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _PARAM_FIELDS)
-        return f"PullParams({fields})"
-
-
-@functools.lru_cache(maxsize=1024)
-def whole_batch(size: int, batch_index: int, tensor_num_per_layer: int) -> PullParams:
-    """The commonest pull's parameters: ``size`` bytes (-1: all) of batch ``batch_index`` of every
-    tensor, with no layer range, block or offset. Made once per distinct pull and shared, since nothing
-    changes a ``PullParams`` once made: making one per call was 4 % of a small pull."""
-    return PullParams(size, batch_index, (), (), (), (), -1, -1, tensor_num_per_layer)
-
+from datadist_sim._world.requests import PullParams
 
 Range = Tuple[int, int, int]
 _P = LLMStatusCode.LLM_PARAM_INVALID

@@ -23,17 +23,17 @@ from datadist_sim._world.errors import SimError
 from datadist_sim._world.keys import INVALID_ID, PackedKey
 from datadist_sim._world.ownership import check_destinations, enter_copy, leave_copy
 from datadist_sim._world.ranges import (
-    PullParams,
     Range,
     addr_ranges,
     push_ranges,
 )
+from datadist_sim._world.requests import PullParams
 from datadist_sim._world.world import SimWorld, store_of
 from datadist_sim.faults.effects import NONE, Poison, transfer_effect
 from datadist_sim.faults.plan import Call
 from datadist_sim.faults.rules import current_op
 
-__all__ = ["PullParams", "Range", "copy_blocks", "copy_cache", "push", "push_to_addrs"]
+__all__ = ["Range", "copy_blocks", "copy_cache", "push", "push_to_addrs"]
 _P = LLMStatusCode.LLM_PARAM_INVALID
 
 

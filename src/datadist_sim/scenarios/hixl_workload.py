@@ -34,9 +34,12 @@ CHUNK = 4096
 """Bytes per request."""
 
 
-def server_name(index: int, port: int) -> str:
-    from datadist_sim.scenarios.runner import prompt_ip
+def prompt_ip(index: int) -> str:
+    """The reference workload's address of Prompt (server) ``index``, shared by both of its modes."""
+    return f"10.0.{index // 250}.{index % 250 + 1}"
 
+
+def server_name(index: int, port: int) -> str:
     return f"{prompt_ip(index)}:{port}"
 
 

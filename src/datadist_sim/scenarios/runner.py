@@ -30,7 +30,7 @@ from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.data_type import DataType
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.llm_datadist.v2.llm_types import CacheDesc, CacheKey
-from datadist_sim.scenarios.hixl_workload import HixlClient
+from datadist_sim.scenarios.hixl_workload import HixlClient, prompt_ip
 
 S = LLMStatusCode
 PORT = 26000
@@ -50,10 +50,6 @@ def transient(code: LLMStatusCode) -> bool:
     """Worth the same call again after a pause: retryable in the status table, and not one whose
     remedy is to change the call (a bad parameter, a missing key, a link that already exists)."""
     return status_info(code).retryable == "yes" and code not in _NEEDS_A_FIX
-
-
-def prompt_ip(index: int) -> str:
-    return f"10.0.{index // 250}.{index % 250 + 1}"
 
 
 @dataclass
