@@ -1,4 +1,4 @@
-"""install() / uninstall(): ``import llm_datadist`` resolves to the fake and back (issue 2, item 4)."""
+"""install() / uninstall(): ``import llm_datadist`` resolves to the fake and back."""
 
 from __future__ import annotations
 

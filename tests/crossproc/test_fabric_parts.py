@@ -412,7 +412,7 @@ def test_a_listener_with_a_full_backlog_counts_as_alive_and_its_socket_is_never_
 
 def test_a_proxys_method_is_asked_about_once_then_found_on_its_class_and_forwards_every_call() -> None:
     """After the fabric has said a name is a method, the proxy class holds it: later look-ups neither ask
-    the fabric again nor go through ``__getattr__`` (issue 15: the failed look-up cost more than the
+    the fabric again nor go through ``__getattr__`` (the failed look-up cost more than the
     call), and each call still travels as ``("call", proxy, name, args, kwargs)``."""
     from datadist_sim.fabric.remote import proxy_class, stand_in
 

@@ -1,4 +1,4 @@
-"""The done-when check of issue 9: two unmodified sample-style programs (CPU tensors registered by
+"""Two unmodified sample-style programs (CPU tensors registered by
 ``data_ptr()``, a gloo barrier on loopback) run to completion through ``datadist-sim exec --fabric``,
 the first of them starting the fabric on demand."""
 

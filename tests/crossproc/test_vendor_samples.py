@@ -1,4 +1,4 @@
-"""The done-when of issue 13: the vendor's own sample programs (hicann/hixl
+"""The vendor's own sample programs (hicann/hixl
 ``examples/python/llm_datadist/``, all nine) run unmodified as Prompt/Decode process pairs through
 ``datadist-sim exec --fabric``, and the data they print is what the real engine would leave.
 

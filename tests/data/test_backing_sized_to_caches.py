@@ -1,4 +1,4 @@
-"""Caches are backed by the bytes they asked for, not by whole pages (issue 15), through the API."""
+"""Caches are backed by the bytes they asked for, not by whole pages, through the API."""
 
 from __future__ import annotations
 

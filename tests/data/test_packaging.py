@@ -1,4 +1,4 @@
-"""Packaging as it ships (issue 13, item 5): the v1 package's ``KvCacheManager`` raises
+"""Packaging as it ships: the v1 package's ``KvCacheManager`` raises
 ``llm_datadist_v1.LLMException`` with v1 codes (a plain ``Enum``), ``LLMDataDist`` raises
 ``llm_datadist.LLMException``; ``SimConfig(unified_exceptions=True)`` gives one class both catch.
 

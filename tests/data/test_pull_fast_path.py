@@ -1,4 +1,4 @@
-"""The pull fast path (issue 15) resolves each tensor's bytes once per cache and copies through them; it
+"""The pull fast path resolves each tensor's bytes once per cache and copies through them; it
 must move exactly the bytes the general path moves, and never through bytes of memory since freed.
 Beside other threads it holds the world's and both stores' locks and leaves to the general path what
 that path would make wait or refuse (``pulls._beside_others``)."""

@@ -1,4 +1,4 @@
-"""The pull fast path (``pulls._fast_pull`` and the shortcuts inside it, issue 15) must be invisible: a script
+"""The pull fast path (``pulls._fast_pull`` and the shortcuts inside it) must be invisible: a script
 of calls run with it (as shipped) and without it (``_fast_pull`` declines, so every pull is planned by
 ``_plan_pull`` and run by ``transfer._run``) gives the same outcome at every step (success, or the same
 exception class, status code and message), the same books (keys consumed or kept, caches, pools, link

@@ -1,4 +1,4 @@
-"""Validation the real engine does at ``init`` / ``switch_role``, and no more (issue 13, item 6).
+"""Validation the real engine does at ``init`` / ``switch_role``, and no more.
 
 Sources (file:line) are in ``docs/vendor_facts.md``; each failed call leaves no instance and no
 listener behind.

@@ -1,5 +1,5 @@
 """Rank-table links (``link`` / ``query_register_mem_status``) under world faults, and what a timed-out
-transfer leaves of such a link (issue 13, item 4)."""
+transfer leaves of such a link."""
 
 from __future__ import annotations
 

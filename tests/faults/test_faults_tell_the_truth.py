@@ -1,4 +1,4 @@
-"""Faults that tell the truth (issue 13, item 4): a peer that dies mid-transfer, poisoned memory, and
+"""Faults that tell the truth: a peer that dies mid-transfer, poisoned memory, and
 what every later call says about a link a timeout broke."""
 
 from __future__ import annotations

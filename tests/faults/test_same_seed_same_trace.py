@@ -1,5 +1,5 @@
 """Same seed, same trace: each bundled scenario at seed 1 writes, byte for byte, the trace it wrote before
-issue 15 moved the faults, the door and the fast paths (digests in ``trace_digests.json``, taken from
+the faults, the door and the fast paths were moved (digests in ``trace_digests.json``, taken from
 ``datadist-sim run NAME --seed 1 --trace F`` on main at ``f285231``).
 
 A change that means to alter what a scenario does (a new fidelity decision, a new event) changes these

@@ -1,4 +1,4 @@
-"""Error-path coverage (issue 17, item 7): the codes client code received, counted from the trace."""
+"""Error-path coverage: the codes client code received, counted from the trace."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Backing sized to what an allocation asked for, addresses and checks sized to the reservation (issue 15)."""
+"""Backing sized to what an allocation asked for, addresses and checks sized to the reservation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ranges of a pull into blocks: checked when planned, built only when asked for (issue 15)."""
+"""The ranges of a pull into blocks: checked when planned, built only when asked for."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Virtual and real clocks (issue 3, item 2)."""
+"""Virtual and real clocks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Threaded clients on virtual time (issue 17, item 8): waits are where threads meet.
+"""Threaded clients on virtual time: waits are where threads meet.
 
 A poll of a PREPARING communicator and a patched ``time.sleep`` wait on the clock; time moves on only
 when every other live thread waits too, or has made no call in the world for ``autojump_threshold`` of
