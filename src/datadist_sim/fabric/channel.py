@@ -243,7 +243,7 @@ class CallConnection:
     The socket is non-blocking and every wait is a ``poll`` bounded by the call's deadline: a small call
     costs three system calls (send, poll, receive: the frame's header and body in one read), where a
     socket timeout cost eight (two timeouts set, a poll before each send and receive, the header and
-    the body read apart), issue 15."""
+    the body read apart)."""
 
     def __init__(
         self, sock: socket.socket, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any]

@@ -7,7 +7,7 @@ authenticated connection's frames (a reply wakes the fabric thread waiting for i
 arrive, the leader answers the first itself and then leads again (further ones go to pool threads): a
 call costs one wake-up in the fabric, as a plain ping-pong does. Handing the selector to another thread
 before each answer, as plain leader/follower does, cost a small pull about 65 us of the fabric's CPU and
-three more context switches (issue 15), so the selector is handed on only when an answer may block: at
+three more context switches, so the selector is handed on only when an answer may block: at
 once when the answering thread asks a client something (its reply comes through the selector), and
 otherwise when an answer has run a whole ``HANDOFF_S`` (a lock, a simulated wait, another process's
 call), which a standby thread watches for while requests come. So a blocking call delays the other

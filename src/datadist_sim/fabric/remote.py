@@ -49,7 +49,7 @@ class RemoteObject:
         method = _remote_method(name)
         cls = type(self)
         if _classes.get(self._type_name) is cls:
-            # from now on the name is found on the class: no failed lookup, no ``__getattr__`` (issue 15)
+            # from now on the name is found on the class: no failed lookup, no ``__getattr__``
             setattr(cls, name, method)
         return method.__get__(self, cls)
 
