@@ -184,17 +184,24 @@ def close_engine(world: SimWorld, engine: HixlEngine) -> None:
     """``finalize``: the pool stops, the listener closes, connections, memory, requests and notifies go
     (``hixl_engine.cc:311-323``; ``adxl_inner_engine.cc:305-328``)."""
     with world.lock:
-        if not engine.alive:
-            return
-        engine.alive = False
-        engine.pool.close()
-        if engine.endpoint is not None and world.hixl.listeners.get(engine.endpoint) is engine:
-            del world.hixl.listeners[engine.endpoint]
-        engine.peers.clear()
-        engine.regions.clear()
-        engine.requests.clear()
-        engine.notifies.clear()
-        world.record(engine.name, "hixl.engine.finalize", "ok", kind="event")
+        if tear_down(world, engine):
+            world.record(engine.name, "hixl.engine.finalize", "ok", kind="event")
+
+
+def tear_down(world: SimWorld, engine: HixlEngine) -> bool:
+    """End a live engine, by ``finalize`` or by the death of its process (a kill): its pool stops, its
+    listener closes, and its connections, memory, requests and notifies go. False if it had ended."""
+    if not engine.alive:
+        return False
+    engine.alive = False
+    engine.pool.close()
+    if engine.endpoint is not None and world.hixl.listeners.get(engine.endpoint) is engine:
+        del world.hixl.listeners[engine.endpoint]
+    engine.peers.clear()
+    engine.regions.clear()
+    engine.requests.clear()
+    engine.notifies.clear()
+    return True
 
 
 def live(world: SimWorld, engine: HixlEngine) -> None:

@@ -307,17 +307,8 @@ def kill(world: SimWorld, name: str) -> None:
     connections go; peers are not told (their connections to them fail on use)."""
     with world.lock:
         for engine in engines_named(world, name):
-            if not engine.alive:
-                continue
-            engine.alive = False
-            engine.pool.close()
-            if engine.endpoint is not None and world.hixl.listeners.get(engine.endpoint) is engine:
-                del world.hixl.listeners[engine.endpoint]
-            engine.peers.clear()
-            engine.regions.clear()
-            engine.requests.clear()
-            engine.notifies.clear()
-            world.record(name, "hixl.engine.kill", "ok", kind="event")
+            if _engines.tear_down(world, engine):
+                world.record(name, "hixl.engine.kill", "ok", kind="event")
 
 
 def cut(world: SimWorld, a: str, b: str) -> None:

@@ -3,16 +3,19 @@ plain ``int``, option keys plain ``str``, with the values of ``include/hixl/hixl
 
 from __future__ import annotations
 
-# Status codes (hixl_types.h:38-46). Not an enum: the binding stores py::int_ values (hixl_py.cc:227-235).
-SUCCESS = 0
-PARAM_INVALID = 103900
-TIMEOUT = 103901
-NOT_CONNECTED = 103902
-ALREADY_CONNECTED = 103903
-NOTIFY_FAILED = 103904
-UNSUPPORTED = 103905
-FAILED = 503900
-RESOURCE_EXHAUSTED = 203900
+from datadist_sim._status_hixl import HixlCode
+
+# Status codes (hixl_types.h:38-46), the values of the world's ``HixlCode``. Not an enum: the binding
+# stores py::int_ values (hixl_py.cc:227-235).
+SUCCESS: int = HixlCode.SUCCESS.value
+PARAM_INVALID: int = HixlCode.PARAM_INVALID.value
+TIMEOUT: int = HixlCode.TIMEOUT.value
+NOT_CONNECTED: int = HixlCode.NOT_CONNECTED.value
+ALREADY_CONNECTED: int = HixlCode.ALREADY_CONNECTED.value
+NOTIFY_FAILED: int = HixlCode.NOTIFY_FAILED.value
+UNSUPPORTED: int = HixlCode.UNSUPPORTED.value
+FAILED: int = HixlCode.FAILED.value
+RESOURCE_EXHAUSTED: int = HixlCode.RESOURCE_EXHAUSTED.value
 
 # Option keys (hixl_types.h:29-35; hixl_py.cc:237-243).
 OPTION_ENABLE_USE_FABRIC_MEM = "EnableUseFabricMem"
