@@ -26,6 +26,7 @@ TABLE = ROOT / "docs" / "api_coverage.md"
 FAKE_PACKAGES = {
     "llm_datadist": ROOT / "src" / "datadist_sim" / "llm_datadist",
     "llm_datadist_v1": ROOT / "src" / "datadist_sim" / "llm_datadist_v1",
+    "hixl": ROOT / "src" / "datadist_sim" / "hixl",
 }
 VENDOR_PACKAGES = {  # (repository, path of the package in it)
     "llm_datadist": ("hicann+hixl", "src/python/llm_datadist/llm_datadist"),
@@ -140,6 +141,11 @@ def _fake_class_members(module: str, names: Set[str]) -> Set[str]:
         value = getattr(loaded, name, None)
         if not inspect.isclass(value) or issubclass(value, enum.Enum) or value.__name__ != name:
             continue  # an alias (LLMConfig = LlmConfig) is listed by name; its members under the class
+        if isinstance(getattr(value, "__members__", None), dict):
+            # a pybind11 enum (hixl): its members are the values the binding names; ``name`` and
+            # ``value`` are what pybind11 gives every enum, as the real ``enum.Enum`` ones are left out
+            members.update(f"{name}.{m}" for m in value.__members__)
+            continue
         for klass in value.__mro__:
             if klass.__module__.startswith("datadist_sim."):
                 members.update(f"{name}.{m}" for m in vars(klass) if _public(m))
