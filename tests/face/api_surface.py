@@ -7,7 +7,9 @@ A name is ``Class``, ``function``, ``CONSTANT`` or ``Class.member``. Rules, the 
 - a class's members are its own public methods, properties and class attributes (``__init__`` is the
   class row itself); enum members are not listed one by one (their values are tested in tests/face);
 - a package's ``__init__`` lists names only: their members are listed under the module defining them;
-- names a module ``__getattr__`` serves lazily count when it tests for them by a literal collection.
+- names a module ``__getattr__`` serves lazily count when it tests for them by a literal collection;
+- a compiled module (``hixl.hixl``) has the names its pybind11 source registers (``names_in_binding``);
+  a bound enum's values are listed, as ``Enum.VALUE``, since the binding names them one by one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ FAKE_PACKAGES = {
 VENDOR_PACKAGES = {  # (repository, path of the package in it)
     "llm_datadist": ("hicann+hixl", "src/python/llm_datadist/llm_datadist"),
     "llm_datadist_v1": ("hicann+ge", "api/python/llm_datadist_v1"),
+    "hixl": ("hicann+hixl", "src/python/hixl_py/hixl"),
+}
+VENDOR_BINDINGS = {  # compiled modules: (repository, the pybind11 source that defines the module)
+    "hixl.hixl": ("hicann+hixl", "src/python/hixl_py/hixl_py.cc"),
 }
 VALUES = {
     "implemented": ("yes", "partial", "no"),
@@ -168,6 +174,41 @@ def fake_surface() -> Set[Name]:
     return found
 
 
+# What a pybind11 module registers, in source order: a class or enum (which the members after it belong
+# to), a member of it, ``.export_values()`` (the enum's values become module attributes too), a module
+# attribute or function. ``m.def`` comes before ``.def`` so that a module function is not read as a member.
+_BINDING = re.compile(
+    r'py::(?:class_|enum_)<[^>]*>\(\s*m\s*,\s*"(?P<klass>\w+)"'
+    r'|\bm\.(?:attr|def)\(\s*"(?P<module>\w+)"'
+    r'|\.(?P<kind>def|def_readwrite|def_readonly|def_property|def_property_readonly|value)\(\s*"(?P<member>\w+)"'
+    r"|(?P<export>\.export_values\(\))"
+)
+
+
+def names_in_binding(source: str) -> Set[str]:
+    """The public names of a pybind11 module, read from its C++ source: ``m.attr`` and ``m.def`` names,
+    each bound class or enum, their named members (``.def``, ``.def_readwrite``, ``.def_readonly``,
+    ``.def_property``, an enum's ``.value``), and an enum's values again at module level when it calls
+    ``.export_values()``. ``py::init`` is the class row itself."""
+    names: Set[str] = set()
+    klass = ""
+    values: List[str] = []
+    for match in _BINDING.finditer(source):
+        if match["klass"]:
+            klass, values = match["klass"], []
+            names.add(klass)
+        elif match["module"]:
+            klass = ""
+            names.add(match["module"])
+        elif match["member"] and klass and _public(match["member"]):
+            names.add(f"{klass}.{match['member']}")
+            if match["kind"] == "value":
+                values.append(match["member"])
+        elif match["export"]:
+            names.update(values)
+    return names
+
+
 def vendor_repo(mirror_root: Path, repository: str) -> Optional[Path]:
     repo = mirror_root / repository / "repo"
     return repo if repo.exists() else None
@@ -196,6 +237,15 @@ def vendor_surface(mirror_root: Path) -> Optional[Set[Name]]:
             module = _module_name(package, relative)
             found.add((module, ""))  # the module itself has a section, even when it is empty
             found.update((module, name) for name in names_in_source(module, source))
+    for module, (repository, path) in VENDOR_BINDINGS.items():
+        repo = vendor_repo(mirror_root, repository)
+        if repo is None:
+            return None
+        source = subprocess.run(
+            ["git", "-C", str(repo), "show", f"HEAD:{path}"], check=True, capture_output=True, text=True
+        ).stdout
+        found.add((module, ""))
+        found.update((module, name) for name in names_in_binding(source))
     return found
 
 

@@ -11,7 +11,15 @@ from typing import Set, Tuple
 
 import pytest
 
-from .api_surface import VALUES, VENDOR_PACKAGES, fake_surface, table_modules, table_rows, vendor_surface
+from .api_surface import (
+    VALUES,
+    VENDOR_PACKAGES,
+    fake_surface,
+    names_in_binding,
+    table_modules,
+    table_rows,
+    vendor_surface,
+)
 
 MIRRORS = Path(os.environ.get("DATADIST_SIM_MIRRORS", "/work/.mirror"))
 
@@ -77,3 +85,31 @@ def test_every_public_name_of_the_real_packages_is_listed() -> None:
         and not row.notes.startswith("simulator only")
     )
     assert not extra, f"rows for names the real packages lack must say 'simulator only': {extra}"
+
+
+def test_a_binding_is_read_as_pybind11_registers_it() -> None:
+    # A member whose name is on the line after ``.def_property(``, a module function after a class,
+    # and enum values that reach the module only through ``.export_values()``.
+    source = """
+      m.attr("OK") = py::int_(0);
+      py::enum_<ns::Kind>(m, "Kind").value("ONE", ns::ONE).export_values();
+      py::enum_<ns::State>(m, "State").value("IDLE", ns::State::IDLE);
+      py::class_<ns::Desc>(m, "Desc")
+          .def(py::init<>())
+          .def_property(
+              "size", [](const ns::Desc &d) { return d.size; }, [](ns::Desc &d, int v) { d.size = v; })
+          .def_readonly("state", &ns::Desc::state);
+      m.def("probe", &Probe);
+    """
+    assert names_in_binding(source) == {
+        "OK",
+        "Kind",
+        "Kind.ONE",
+        "ONE",
+        "State",
+        "State.IDLE",
+        "Desc",
+        "Desc.size",
+        "Desc.state",
+        "probe",
+    }
