@@ -414,3 +414,78 @@ def test_registered_cache_unregistered_after_the_table_was_read_is_param_invalid
     assert code_of(lambda: d.cache_manager.pull_cache(by_id(src), dst)) is S.LLM_PARAM_INVALID
     relink(d)
     assert code_of(lambda: d.cache_manager.pull_cache(by_id(src), dst)) is S.LLM_KV_CACHE_NOT_EXIST
+
+
+# -- pull_blocks reads the same copy ---------------------------------------------------------------------
+
+
+def blocks_desc(blocks: int = 4) -> CacheDesc:
+    return CacheDesc(2, [blocks, 4, 16], DataType.DT_FLOAT16)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pull_blocks_of_a_blocks_key_made_after_the_first_pull_is_not_found_until_relink(
+    world: SimWorld, backend: str
+) -> None:
+    """``PullBlocks`` is ``PullCache`` with block lists (``llm_datadist_v2.cc:237-247``), so with remote
+    cache access it is a one-sided read too (``data_cache_engine.cc:153-155``) and finds a blocks key in
+    the link's copy (``data_transfer_client.cc:231``, ``cache_access_table.cc:305-310``): a key the
+    Prompt binds after the first pull is ``LLM_KV_CACHE_NOT_EXIST`` until the link is made again."""
+    p, d = start(backend)
+    first = p.cache_manager.allocate_cache(desc())
+    d.cache_manager.pull_cache(by_id(first), d.cache_manager.allocate_cache(desc()))  # the copy is read
+    late = p.cache_manager.allocate_blocks_cache(blocks_desc(), BlocksCacheKey(P_ID, 0))
+    want = filled(late, 20)
+    dst = d.cache_manager.allocate_blocks_cache(blocks_desc())
+    pull = lambda: d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [2], [1])  # noqa: E731
+    assert code_of(pull) is S.LLM_KV_CACHE_NOT_EXIST
+    assert not any(v.any() for v in datadist_sim.tensor_views(dst))
+    relink(d)
+    pull()
+    assert np.array_equal(datadist_sim.tensor_views(dst)[1][1], want[1][2])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pull_blocks_of_a_blocks_key_freed_after_the_table_was_read_finds_it_in_the_copy(
+    world: SimWorld, backend: str
+) -> None:
+    """The copy a ``pull_cache`` read holds every key the Prompt had published then, blocks keys too
+    (``cache_manager.cc:264-265,578``; ``cache_access_table.cc:198-205,274-281``), and keeps them after
+    the cache is freed (``:67-81``): ``pull_blocks`` finds the freed cache and meets freed pool memory,
+    which the simulator refuses with ``LLM_PARAM_INVALID`` (module doc), not ``LLM_KV_CACHE_NOT_EXIST``."""
+    p, d = start(backend)
+    first = p.cache_manager.allocate_cache(desc())
+    blocks = p.cache_manager.allocate_blocks_cache(blocks_desc(), BlocksCacheKey(P_ID, 0))
+    filled(blocks, 21)
+    d.cache_manager.pull_cache(by_id(first), d.cache_manager.allocate_cache(desc()))  # the copy is read
+    p.cache_manager.deallocate_blocks_cache(blocks)
+    dst = d.cache_manager.allocate_blocks_cache(blocks_desc())
+    kept = filled(dst, 22)
+    assert code_of(lambda: d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [0], [0])) is (
+        S.LLM_PARAM_INVALID
+    )
+    assert all(np.array_equal(a, b) for a, b in zip(datadist_sim.tensor_views(dst), kept))
+    relink(d)  # a new link reads the table as it is now: the key went with the cache
+    assert code_of(lambda: d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [0], [0])) is (
+        S.LLM_KV_CACHE_NOT_EXIST
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pull_blocks_into_local_blocks_cache_not_remote_accessible_is_param_invalid(
+    world: SimWorld, backend: str
+) -> None:
+    """``data_transfer_client.cc:232-233`` holds for a blocks pull as for any other."""
+    p, d = start(backend, link=False)
+    src = p.cache_manager.allocate_blocks_cache(blocks_desc(), BlocksCacheKey(P_ID, 0))
+    filled(src, 23)
+    mine = arrays(blocks_desc(), 24)
+    before = [a.copy() for a in mine]
+    dst = d.cache_manager.register_blocks_cache(
+        blocks_desc(), [a.ctypes.data for a in mine], remote_accessible=False
+    )
+    relink(d, unlink=False)
+    pull = lambda: d.cache_manager.pull_blocks(BlocksCacheKey(P_ID, 0), dst, [0], [0])  # noqa: E731
+    assert code_of(pull) is S.LLM_PARAM_INVALID
+    assert all(np.array_equal(a, b) for a, b in zip(mine, before))
+    d.cache_manager.unregister_cache(dst.cache_id)

@@ -86,6 +86,10 @@ def blocks_at_once(
         or not node.alive
         or not remote.alive
         or remote_id == node.cluster_id
+        # a one-sided read finds the blocks key in the link's copy of the peer's table, not the live one
+        # (``PullBlocks`` is ``PullCache``, ``llm_datadist_v2.cc:247``, read by ``PullCacheByGet``,
+        # ``data_transfer_client.cc:231``): ``_plan_pull`` does that lookup
+        or peer.by_table
         or peer.since > now
         or (
             (peer.instance is not None and peer.instance is not remote)
