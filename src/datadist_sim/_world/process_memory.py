@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 from bisect import bisect_right
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +45,13 @@ class ProcessMemory:
         self._mem_fd: Optional[int] = None
         self._pid = 0  # the process _mem_fd belongs to: after a fork it reads the parent's memory
         self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
+        self._views: Dict[int, memoryview] = {}
+        """Views of whole mappings of the current parse, by start, made on first use (``_view``)."""
+        self._found: Dict[Tuple[int, int, bool], memoryview] = {}
+        """Views of ranges ``_view`` found in the current parse, by ``(address, nbytes, writable)``."""
+        self._pipe: Optional[Tuple[int, int]] = None
+        self._pipe_pid = 0
+        self._scratch = memoryview(bytearray(_WHOLE))
 
     def refresh(self) -> None:
         """Re-read ``/proc/self/maps``."""
@@ -60,6 +67,8 @@ class ProcessMemory:
                 low, high = fields[0].split("-")
                 maps.append((int(low, 16), int(high, 16), fields[1][0] == "r", fields[1][1] == "w"))
         self._table = (maps, [entry[0] for entry in maps])
+        self._views = {}
+        self._found = {}
 
     def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
         """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
@@ -103,6 +112,80 @@ class ProcessMemory:
         except (OSError, OverflowError):
             return False
 
+    def copy_small(self, dst: int, src: int, nbytes: int) -> bool:
+        """Copy a small range (up to ``_WHOLE`` bytes) between two raw ranges this process maps, the
+        kernel vouching for both in the same step; False when it cannot vouch that way (a range outside
+        the cached parse, or wider than one mapping; no pipe; a page gone since the parse), and then
+        nothing was written: the caller takes the full path (``covers``, then a copy).
+
+        Both ranges are written into a pipe in one ``writev``: the kernel reads every byte of each, and
+        reports a page that is gone as a short write or ``EFAULT`` instead of faulting, before anything
+        reaches ``dst``. Only then is the source's image read back from the pipe into ``dst`` (and the
+        destination's own, which only proved it mapped, into a scratch buffer), so the copy is all or
+        nothing and has memmove's meaning when the ranges overlap. Two cheap system calls instead of a
+        ``/proc/self/mem`` read per range (each of which walks the page tables as a foreign reader
+        would) and a copy: on a small transfer, most of the check's cost."""
+        if not 0 < nbytes <= _WHOLE:
+            return False
+        target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
+        if target is None or source is None:
+            return False
+        pipe = self._pipe if self._pipe_pid == _PID[0] else self._new_pipe()
+        if pipe is None:
+            return False
+        read_end, write_end = pipe
+        with self._lock:
+            try:
+                whole = os.writev(write_end, [source, target]) == 2 * nbytes
+            except OSError:  # EFAULT: the first page of either is gone
+                whole = False
+            if whole:
+                try:
+                    whole = os.readv(read_end, [target, self._scratch[:nbytes]]) == 2 * nbytes
+                except OSError:
+                    whole = False
+            if not whole:
+                _drain(read_end)
+        return whole
+
+    def _view(self, address: int, nbytes: int, writable: bool) -> Optional[memoryview]:
+        """A view of a range inside one mapping of the cached parse (readable, and writable if asked),
+        sliced from a view of the whole mapping made once per parse; None otherwise. No byte is read.
+        The views of ranges found are kept for the parse too: a client moves the same ranges again."""
+        key = (address, nbytes, writable)
+        found = self._found.get(key)
+        if found is not None:
+            return found
+        maps, starts = self._table
+        index = bisect_right(starts, address) - 1
+        if index < 0:
+            return None
+        start, stop, readable, can_write = maps[index]
+        if address + nbytes > stop or not readable or (writable and not can_write):
+            return None
+        views = self._views
+        whole = views.get(start)
+        if whole is None:
+            whole = views[start] = memoryview((ctypes.c_ubyte * (stop - start)).from_address(start)).cast("B")
+        found = whole[address - start : address - start + nbytes]
+        if len(self._found) >= _FOUND_MAX:
+            self._found = {}
+        self._found[key] = found
+        return found
+
+    def _new_pipe(self) -> Optional[Tuple[int, int]]:
+        with self._lock:
+            if self._pipe_pid != _PID[0]:
+                if self._pipe is not None:  # inherited across fork: shared with the parent
+                    for fd in self._pipe:
+                        os.close(fd)
+                self._pipe, self._pipe_pid = None, _PID[0]
+                try:  # non-blocking: a write that does not fit fails instead of waiting for a reader
+                    self._pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+                except (OSError, AttributeError):  # no pipe2 (not Linux): the full path serves
+                    return None
+            return self._pipe
+
     def _memory_fd(self) -> Optional[int]:
         with self._lock:
             if self._pid != _PID[0]:
@@ -121,8 +204,22 @@ _WHOLE = 4 * _PAGE
 """Up to this size a probe reads the whole range in one system call (the kernel stops at the first
 unmapped page, so a short read is a refusal); past it, the kernel's copy would cost more than a second
 call, and only the first and last pages are read."""
+_FOUND_MAX = 4096
+"""At most this many ranges' views are kept per parse (then they are found again)."""
+_PIPE_BYTES = 1 << 16
+"""A pipe's default capacity on Linux (16 pages): two ranges of ``_WHOLE`` fit in it at once. A pipe
+made smaller (past ``pipe-user-pages-soft``) makes the write short, and the full path serves."""
 _PID = [os.getpid()]
 """This process's id, kept current across ``fork`` without asking the kernel on every check."""
+
+
+def _drain(fd: int) -> None:
+    """Empty a non-blocking pipe after a refused copy, so the next one starts from nothing."""
+    try:
+        while os.read(fd, _PIPE_BYTES):
+            pass
+    except OSError:  # EAGAIN: empty
+        pass
 
 
 def _forked() -> None:

@@ -43,6 +43,7 @@ from datadist_sim.hixl._types import (
 T = TypeVar("T")
 _U64 = unsigned(64)
 _I32 = signed(32)
+_I32_TOP = 1 << 31
 NOTIFY_MAX = 1024
 """Longest ``name`` and ``notify_msg`` of a notify, in bytes (``hixl_impl.cc:399-415``,
 ``ctrl_msg.h:18-19``)."""
@@ -90,6 +91,7 @@ _ENGINE = Param("remote_engine", "str", _text)
 _TIMEOUT = Param("timeout_in_millis", "int", _I32, DEFAULT_TIMEOUT_MS, str(DEFAULT_TIMEOUT_MS))
 _OP = Param("op", "hixl.hixl.TransferOp", instance_of(TransferOp))
 _DESCS = Param("op_descs", "List[hixl.hixl.TransferOpDesc]", sequence_of(TransferOpDesc))
+_WRITE = int(TransferOp.WRITE)
 _DEFAULT_ARGS = TransferArgs()
 _DEFAULT_STATUS_ARGS = GetTransferStatusArgs()
 INITIALIZE = _m(
@@ -306,6 +308,50 @@ class Hixl:
     # -- transfers ----------------------------------------------------------------------------------
 
     def transfer_sync(self, *args: object, **kwargs: object) -> int:
+        # The common call, by position with arguments of the exact types pybind would take as they are,
+        # on an initialised engine with a timeout in range and no zero address, goes straight to the
+        # world: the same checks as ``TRANSFER_SYNC.load``, ``_run`` and ``_descs`` below, spelled as
+        # plain comparisons (they are most of a small transfer's cost). Anything else takes the full path.
+        engine = self._engine
+        if engine is not None and not kwargs and 3 <= len(args) <= 4:
+            remote, op, descs = args[0], args[1], args[2]
+            timeout = args[3] if len(args) == 4 else DEFAULT_TIMEOUT_MS
+            if (
+                type(remote) is str
+                and type(op) is TransferOp
+                and type(descs) is list
+                and type(timeout) is int
+                and 0 < timeout < _I32_TOP  # type: ignore[operator]
+                and remote.isascii()
+                and "\0" not in remote
+            ):
+                plain = _plain(descs)
+                if plain is not None:
+                    return self._transfer_now(engine, remote, op, plain, timeout, args)  # type: ignore[arg-type]
+        return self._transfer_sync(args, kwargs)
+
+    def _transfer_now(
+        self,
+        engine: HixlEngine,
+        remote: str,
+        op: TransferOp,
+        plain: List[Tuple[int, int, int]],
+        timeout: int,
+        args: Tuple[object, ...],
+    ) -> int:
+        world = self._world
+        world.touch()
+        code = codes.SUCCESS
+        try:
+            door.hixl_transfer(world, engine, remote, int(op) == _WRITE, plain, timeout / 1000)
+        except SimError as exc:
+            code = _CODES.get(exc.code, codes.FAILED)
+        world.record_call(
+            None, "hixl.transfer_sync", _NAMES.get(code, str(code)), engine.name, _shown, args, None
+        )
+        return code
+
+    def _transfer_sync(self, args: Tuple[object, ...], kwargs: Dict[str, object]) -> int:
         remote, op, descs, timeout = TRANSFER_SYNC.load(self, args, kwargs)
         write = int(op) == int(TransferOp.WRITE)
 
@@ -371,6 +417,20 @@ class Hixl:
 
 def _refuse(world: SimWorld, engine: HixlEngine) -> None:
     raise SimError(LLMStatusCode.LLM_PARAM_INVALID, "notify name, timeout or message out of range")
+
+
+def _plain(descs: List[Any]) -> Optional[List[Tuple[int, int, int]]]:
+    """The descriptors of the common call as the world takes them, or None when one is not exactly a
+    ``TransferOpDesc`` or has a zero address (the full path then refuses it as the binding does)."""
+    plain = []
+    for desc in descs:
+        if type(desc) is not TransferOpDesc:
+            return None
+        local, remote = desc._local_addr, desc._remote_addr
+        if not local or not remote:
+            return None
+        plain.append((local, remote, desc._len))
+    return plain
 
 
 def _descs(descs: List[TransferOpDesc]) -> List[Tuple[int, int, int]]:
