@@ -313,42 +313,34 @@ class Hixl:
         # world: the same checks as ``TRANSFER_SYNC.load``, ``_run`` and ``_descs`` below, spelled as
         # plain comparisons (they are most of a small transfer's cost). Anything else takes the full path.
         engine = self._engine
-        if engine is not None and not kwargs and 3 <= len(args) <= 4:
-            remote, op, descs = args[0], args[1], args[2]
-            timeout = args[3] if len(args) == 4 else DEFAULT_TIMEOUT_MS
-            if (
-                type(remote) is str
-                and type(op) is TransferOp
-                and type(descs) is list
-                and type(timeout) is int
-                and 0 < timeout < _I32_TOP  # type: ignore[operator]
-                and remote.isascii()
-                and "\0" not in remote
-            ):
-                plain = _plain(descs)
-                if plain is not None:
-                    return self._transfer_now(engine, remote, op, plain, timeout, args)  # type: ignore[arg-type]
-        return self._transfer_sync(args, kwargs)
-
-    def _transfer_now(
-        self,
-        engine: HixlEngine,
-        remote: str,
-        op: TransferOp,
-        plain: List[Tuple[int, int, int]],
-        timeout: int,
-        args: Tuple[object, ...],
-    ) -> int:
+        count = len(args)
+        if engine is None or kwargs or not 3 <= count <= 4:
+            return self._transfer_sync(args, kwargs)
+        remote, op, descs = args[0], args[1], args[2]
+        timeout = args[3] if count == 4 else DEFAULT_TIMEOUT_MS
+        if (
+            type(remote) is not str
+            or type(op) is not TransferOp
+            or type(descs) is not list
+            or type(timeout) is not int
+            or not 0 < timeout < _I32_TOP  # type: ignore[operator]
+            or not remote.isascii()
+            or "\0" in remote
+        ):
+            return self._transfer_sync(args, kwargs)
+        plain = []
+        for desc in descs:
+            if type(desc) is not TransferOpDesc or not desc._local_addr or not desc._remote_addr:
+                return self._transfer_sync(args, kwargs)
+            plain.append((desc._local_addr, desc._remote_addr, desc._len))
         world = self._world
         world.touch()
         code = codes.SUCCESS
         try:
-            door.hixl_transfer(world, engine, remote, int(op) == _WRITE, plain, timeout / 1000)
+            door.hixl_transfer(world, engine, remote, op._value == _WRITE, plain, timeout / 1000)  # type: ignore[operator]
         except SimError as exc:
             code = _CODES.get(exc.code, codes.FAILED)
-        world.record_call(
-            None, "hixl.transfer_sync", _NAMES.get(code, str(code)), engine.name, _shown, args, None
-        )
+        world.record_call(None, "hixl.transfer_sync", _NAMES[code], engine.name, _shown, args, None)
         return code
 
     def _transfer_sync(self, args: Tuple[object, ...], kwargs: Dict[str, object]) -> int:
@@ -417,20 +409,6 @@ class Hixl:
 
 def _refuse(world: SimWorld, engine: HixlEngine) -> None:
     raise SimError(LLMStatusCode.LLM_PARAM_INVALID, "notify name, timeout or message out of range")
-
-
-def _plain(descs: List[Any]) -> Optional[List[Tuple[int, int, int]]]:
-    """The descriptors of the common call as the world takes them, or None when one is not exactly a
-    ``TransferOpDesc`` or has a zero address (the full path then refuses it as the binding does)."""
-    plain = []
-    for desc in descs:
-        if type(desc) is not TransferOpDesc:
-            return None
-        local, remote = desc._local_addr, desc._remote_addr
-        if not local or not remote:
-            return None
-        plain.append((local, remote, desc._len))
-    return plain
 
 
 def _descs(descs: List[TransferOpDesc]) -> List[Tuple[int, int, int]]:
