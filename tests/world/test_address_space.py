@@ -340,7 +340,8 @@ def test_a_small_raw_copy_into_a_read_only_page_is_not_taken() -> None:
         memory = ProcessMemory()
         memory.refresh()
         assert not memory.copy_small(base, source.ctypes.data, 64)
-        assert memory.covers(base, 64, writable=False) and not memory.covers(base, 64, writable=True)
+        assert memory.covers(base, 64, writable=False)
+        assert not memory.covers(base, 64, writable=True)
     finally:
         _unmap(base, mmap.PAGESIZE)
 
@@ -357,6 +358,7 @@ def test_a_raw_range_unmapped_since_the_parse_is_refused_by_copy_ranges_and_noth
         with pytest.raises(SimError) as caught:
             space.copy_ranges([(target.ctypes.data, base + page - 32, 64)])
         assert caught.value.code is INVALID
-        assert (target[64:] == 9).all() and (target[:64] == 0).all()
+        assert (target[64:] == 9).all()
+        assert (target[:64] == 0).all()
     finally:
         _unmap(base, page)

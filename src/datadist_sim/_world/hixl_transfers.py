@@ -84,9 +84,9 @@ def _plan(engine: HixlEngine, peer: HixlEngine, write: bool, descs: Sequence[Des
         raise SimError(_F, f"the engine at {peer.name} is gone")
     key = tuple(descs)
     seen = engine.vetted.get(key)
-    if seen is not None and seen[0] is peer and seen[1] == engine.layout and seen[2] == peer.layout:
-        if seen[3] is write:  # the same ranges against the same registrations: they still check out
-            return seen[4]
+    # the same ranges, the same way, against the same registrations of the same peer: still good
+    if seen is not None and seen[0] is peer and seen[1:4] == (engine.layout, peer.layout, write):
+        return seen[4]
     copies = []
     for index, (local, remote, nbytes) in enumerate(descs):
         if nbytes == 0 or local + nbytes > U64 or remote + nbytes > U64:

@@ -47,11 +47,12 @@ class ProcessMemory:
         self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
         self._views: Dict[int, memoryview] = {}
         """Views of whole mappings of the current parse, by start, made on first use (``_view``)."""
-        self._found: Dict[Tuple[int, int, bool], memoryview] = {}
+        self._found: Dict[Tuple[int, int, bool], Tuple[memoryview, Tuple[memoryview, ...]]] = {}
         """Views of ranges ``_view`` found in the current parse, by ``(address, nbytes, writable)``."""
         self._pipe: Optional[Tuple[int, int]] = None
         self._pipe_pid = 0
-        self._scratch = memoryview(bytearray(_WHOLE))
+        self._pending = 0
+        """Bytes ``copy_small`` has left in the pipe since it was last emptied."""
 
     def refresh(self) -> None:
         """Re-read ``/proc/self/maps``."""
@@ -113,18 +114,18 @@ class ProcessMemory:
             return False
 
     def copy_small(self, dst: int, src: int, nbytes: int) -> bool:
-        """Copy a small range (up to ``_WHOLE`` bytes) between two raw ranges this process maps, the
-        kernel vouching for both in the same step; False when it cannot vouch that way (a range outside
-        the cached parse, or wider than one mapping; no pipe; a page gone since the parse), and then
-        nothing was written: the caller takes the full path (``covers``, then a copy).
+        """Copy a small range (up to ``_WHOLE`` bytes) between two raw ranges this process maps, once
+        the kernel has vouched for every page of both; False when it cannot vouch that way (a range
+        outside the cached parse or wider than one of its mappings, no pipe, a page gone since the
+        parse), and then nothing was written: the caller takes the full path (``covers``, then a copy).
 
-        Both ranges are written into a pipe in one ``writev``: the kernel reads every byte of each, and
-        reports a page that is gone as a short write or ``EFAULT`` instead of faulting, before anything
-        reaches ``dst``. Only then is the source's image read back from the pipe into ``dst`` (and the
-        destination's own, which only proved it mapped, into a scratch buffer), so the copy is all or
-        nothing and has memmove's meaning when the ranges overlap. Two cheap system calls instead of a
-        ``/proc/self/mem`` read per range (each of which walks the page tables as a foreign reader
-        would) and a copy: on a small transfer, most of the check's cost."""
+        One ``writev`` into a pipe hands the kernel one byte of each page of both ranges: it reads
+        them as it would any buffer, and reports a page that is gone as a short write or ``EFAULT``
+        instead of faulting (pages are mapped and unmapped whole, so one byte vouches for its page).
+        Only then do the bytes move, by one memmove. One cheap system call instead of a
+        ``/proc/self/mem`` read per range, each of which walks the page tables as a foreign reader
+        would: on a small transfer, most of the check's cost. The bytes written into the pipe are
+        thrown away in one read once they fill half of it."""
         if not 0 < nbytes <= _WHOLE:
             return False
         target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
@@ -133,25 +134,27 @@ class ProcessMemory:
         pipe = self._pipe if self._pipe_pid == _PID[0] else self._new_pipe()
         if pipe is None:
             return False
-        read_end, write_end = pipe
+        probes = target[1] + source[1]
         with self._lock:
             try:
-                whole = os.writev(write_end, [source, target]) == 2 * nbytes
-            except OSError:  # EFAULT: the first page of either is gone
+                whole = os.writev(pipe[1], probes) == len(probes)
+            except OSError:  # EFAULT: a page of either is gone before any byte of it was read
                 whole = False
-            if whole:
-                try:
-                    whole = os.readv(read_end, [target, self._scratch[:nbytes]]) == 2 * nbytes
-                except OSError:
-                    whole = False
-            if not whole:
-                _drain(read_end)
+            self._pending += len(probes)
+            if not whole or self._pending >= _PIPE_BYTES // 2:
+                _drain(pipe[0])
+                self._pending = 0
+        if whole:
+            target[0][:] = source[0]
         return whole
 
-    def _view(self, address: int, nbytes: int, writable: bool) -> Optional[memoryview]:
+    def _view(
+        self, address: int, nbytes: int, writable: bool
+    ) -> Optional[Tuple[memoryview, Tuple[memoryview, ...]]]:
         """A view of a range inside one mapping of the cached parse (readable, and writable if asked),
-        sliced from a view of the whole mapping made once per parse; None otherwise. No byte is read.
-        The views of ranges found are kept for the parse too: a client moves the same ranges again."""
+        sliced from a view of the whole mapping made once per parse, with one-byte views of its first
+        byte and of the first byte of each further page it touches; None otherwise. No byte is read.
+        What is found is kept for the parse too: a client moves the same ranges again."""
         key = (address, nbytes, writable)
         found = self._found.get(key)
         if found is not None:
@@ -167,7 +170,10 @@ class ProcessMemory:
         whole = views.get(start)
         if whole is None:
             whole = views[start] = memoryview((ctypes.c_ubyte * (stop - start)).from_address(start)).cast("B")
-        found = whole[address - start : address - start + nbytes]
+        offset = address - start
+        pages = range((address | (_PAGE - 1)) + 1, address + nbytes, _PAGE)
+        probes = (whole[offset : offset + 1], *(whole[p - start : p - start + 1] for p in pages))
+        found = (whole[offset : offset + nbytes], probes)
         if len(self._found) >= _FOUND_MAX:
             self._found = {}
         self._found[key] = found

@@ -323,7 +323,7 @@ class Hixl:
             or type(op) is not TransferOp
             or type(descs) is not list
             or type(timeout) is not int
-            or not 0 < timeout < _I32_TOP  # type: ignore[operator]
+            or not 0 < timeout < _I32_TOP
             or not remote.isascii()
             or "\0" in remote
         ):
@@ -337,7 +337,7 @@ class Hixl:
         world.touch()
         code = codes.SUCCESS
         try:
-            door.hixl_transfer(world, engine, remote, op._value == _WRITE, plain, timeout / 1000)  # type: ignore[operator]
+            door.hixl_transfer(world, engine, remote, op._value == _WRITE, plain, timeout / 1000)
         except SimError as exc:
             code = _CODES.get(exc.code, codes.FAILED)
         world.record_call(None, "hixl.transfer_sync", _NAMES[code], engine.name, _shown, args, None)
