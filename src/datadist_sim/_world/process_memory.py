@@ -32,7 +32,8 @@ class ProcessMemory:
     (where ``/proc/self/mem`` is denied, every check re-reads the maps instead). What is *not* caught: a
     mapping whose permissions changed since the parse, a hole punched in the middle of a large range, or
     a file mapping past its file's end; clients register their own live arrays, where none of these
-    happen.
+    happen. A small copy between two raw ranges (``copy_small``) is vouched for by the kernel reading
+    one byte of every page of both, in one system call, instead.
     """
 
     _SKIP_NAMES = ("[vvar", "[vsyscall]")
@@ -185,7 +186,7 @@ class ProcessMemory:
                 if self._pipe is not None:  # inherited across fork: shared with the parent
                     for fd in self._pipe:
                         os.close(fd)
-                self._pipe, self._pipe_pid = None, _PID[0]
+                self._pipe, self._pipe_pid, self._pending = None, _PID[0], 0
                 try:  # non-blocking: a write that does not fit fails instead of waiting for a reader
                     self._pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
                 except (OSError, AttributeError):  # no pipe2 (not Linux): the full path serves
