@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import threading
 
 import numpy as np
@@ -362,3 +363,19 @@ def test_a_raw_range_unmapped_since_the_parse_is_refused_by_copy_ranges_and_noth
         assert (target[:64] == 0).all()
     finally:
         _unmap(base, page)
+
+
+@linux_only
+def test_a_forked_child_copies_through_a_pipe_of_its_own() -> None:
+    # the pipe is shared with the parent after fork: the child's probes must not meet the parent's
+    memory = ProcessMemory()
+    memory.refresh()
+    source, target = np.arange(64, dtype=np.uint8), np.zeros(64, dtype=np.uint8)
+    assert memory.copy_small(target.ctypes.data, source.ctypes.data, 64)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit code
+        target[:] = 0
+        ok = memory.copy_small(target.ctypes.data, source.ctypes.data, 64)
+        os._exit(0 if ok and memory._pipe_pid == os.getpid() and (target == source).all() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
