@@ -50,6 +50,9 @@ class ProcessMemory:
         """Views of whole mappings of the current parse, by start, made on first use (``_view``)."""
         self._found: Dict[Tuple[int, int, bool], Tuple[memoryview, Tuple[memoryview, ...]]] = {}
         """Views of ranges ``_view`` found in the current parse, by ``(address, nbytes, writable)``."""
+        self._pairs: Dict[Tuple[int, int, int], Tuple[memoryview, memoryview, Tuple[memoryview, ...]]] = {}
+        """What ``copy_small`` found for a ``(dst, src, nbytes)`` in the current parse: both views and
+        the probes of both."""
         self._pipe: Optional[Tuple[int, int]] = None
         self._pipe_pid = 0
         self._pending = 0
@@ -71,6 +74,7 @@ class ProcessMemory:
         self._table = (maps, [entry[0] for entry in maps])
         self._views = {}
         self._found = {}
+        self._pairs = {}
 
     def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
         """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
@@ -127,15 +131,21 @@ class ProcessMemory:
         ``/proc/self/mem`` read per range, each of which walks the page tables as a foreign reader
         would: on a small transfer, most of the check's cost. The bytes written into the pipe are
         thrown away in one read once they fill half of it."""
-        if not 0 < nbytes <= _WHOLE:
-            return False
-        target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
-        if target is None or source is None:
-            return False
+        key = (dst, src, nbytes)
+        pair = self._pairs.get(key)
+        if pair is None:
+            if not 0 < nbytes <= _WHOLE:
+                return False
+            target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
+            if target is None or source is None:
+                return False
+            if len(self._pairs) >= _FOUND_MAX:
+                self._pairs = {}
+            pair = self._pairs[key] = (target[0], source[0], target[1] + source[1])
         pipe = self._pipe if self._pipe_pid == _PID[0] else self._new_pipe()
         if pipe is None:
             return False
-        probes = target[1] + source[1]
+        probes = pair[2]
         with self._lock:
             try:
                 whole = os.writev(pipe[1], probes) == len(probes)
@@ -146,7 +156,7 @@ class ProcessMemory:
                 _drain(pipe[0])
                 self._pending = 0
         if whole:
-            target[0][:] = source[0]
+            pair[0][:] = pair[1]
         return whole
 
     def _view(
