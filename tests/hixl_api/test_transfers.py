@@ -235,3 +235,49 @@ def test_registered_memory_that_is_not_mapped_is_refused_and_nothing_moves(make:
     ops = [_op(local, remote, 16), hixl.TransferOpDesc(local.ctypes.data + 16, fake, 16)]
     assert client.transfer_sync(SERVER, hixl.READ, ops) == hixl.PARAM_INVALID
     assert np.array_equal(local, before)
+
+
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_a_range_that_checked_out_is_refused_once_its_registration_goes(make: Make, side: str) -> None:
+    """A transfer's range check holds only while the registrations it was made against stand
+    (``hixl_mem_store.cc:259-279`` checks every transfer): after either side deregisters the range,
+    the same descriptors are ``PARAM_INVALID`` and move nothing (comm: deregistering with a connection
+    is allowed, ``channel_msg_handler.cc:244-250``)."""
+    server, client = make(SERVER), make()
+    remote = np.arange(4096, dtype=np.uint32).astype(np.uint8)
+    local = np.zeros(4096, dtype=np.uint8)
+    _, remote_handle = server.register_mem(hixl.MemDesc(remote.ctypes.data, 4096), hixl.MEM_DEVICE)
+    _, local_handle = client.register_mem(hixl.MemDesc(local.ctypes.data, 4096), hixl.MEM_HOST)
+    assert client.connect(SERVER) == hixl.SUCCESS
+    ops = [_op(local, remote, 64)]
+    assert client.transfer_sync(SERVER, hixl.READ, ops) == hixl.SUCCESS
+    local[:] = 0xEE
+    if side == "server":
+        assert server.deregister_mem(remote_handle) == hixl.SUCCESS
+    else:
+        assert client.deregister_mem(local_handle) == hixl.SUCCESS
+    assert client.transfer_sync(SERVER, hixl.READ, ops) == hixl.PARAM_INVALID
+    assert (local == 0xEE).all()
+
+
+def test_the_common_call_and_its_edges_give_the_bindings_answers(make: Make, world: SimWorld) -> None:
+    """The positional call with plain types takes a short way to the world; each edge next to it takes
+    the full one and answers as the binding does (``hixl_impl.cc:24-32, 364``; pybind's ``int32_t``
+    caster refuses 2**31 with ``TypeError``)."""
+    _, client, remote, local = _pair(make)
+    client.connect(SERVER)
+    ops = [_op(local, remote, 32)]
+    assert client.transfer_sync(SERVER, hixl.READ, ops, 1) == hixl.SUCCESS
+    assert client.transfer_sync(SERVER, hixl.READ, tuple(ops), True) == hixl.SUCCESS  # pybind: bool is int
+    assert client.transfer_sync(SERVER, op=hixl.READ, op_descs=ops) == hixl.SUCCESS
+    assert client.transfer_sync(SERVER, hixl.READ, ops, 0) == hixl.PARAM_INVALID
+    assert client.transfer_sync(SERVER, hixl.READ, ops, -5) == hixl.PARAM_INVALID
+    with pytest.raises(TypeError):
+        client.transfer_sync(SERVER, hixl.READ, ops, 1 << 31)
+    with pytest.raises(TypeError):
+        client.transfer_sync(SERVER, hixl.READ, ops, 1.0)
+    zero = [hixl.TransferOpDesc(local.ctypes.data, 0, 32)]
+    assert client.transfer_sync(SERVER, hixl.READ, zero) == hixl.PARAM_INVALID
+    assert np.array_equal(local[:32], remote[:32])
+    trace = [e for e in world.trace.calls() if e.op == "hixl.transfer_sync"]
+    assert [e.outcome for e in trace] == ["SUCCESS"] * 3 + ["PARAM_INVALID"] * 2 + ["PARAM_INVALID"]

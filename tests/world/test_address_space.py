@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import threading
 
 import numpy as np
@@ -277,3 +278,104 @@ def test_a_page_unmapped_inside_a_small_range_since_the_cached_parse_is_caught()
         assert memory.covers(base, page, writable=True)
     finally:
         libc.munmap(base, 3 * page)
+
+
+def _pages(count: int, prot: int = mmap.PROT_READ | mmap.PROT_WRITE) -> int:
+    """``count`` fresh anonymous pages of this process, mapped by libc (so a test can unmap one)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    base = libc.mmap(None, count * mmap.PAGESIZE, prot, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    assert base not in (None, ctypes.c_void_p(-1).value)
+    return int(base)
+
+
+def _unmap(address: int, nbytes: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    assert libc.munmap(address, nbytes) == 0
+
+
+@linux_only
+def test_a_small_raw_copy_moves_the_bytes_with_memmove_meaning() -> None:
+    memory = ProcessMemory()
+    memory.refresh()
+    data = np.arange(8192, dtype=np.uint32).astype(np.uint8)
+    expected = data.copy()
+    expected[100:4196] = data[0:4096]  # overlapping: the source as it was before the copy
+    assert memory.copy_small(data.ctypes.data + 100, data.ctypes.data, 4096)
+    assert np.array_equal(data, expected)
+
+
+@linux_only
+def test_a_small_raw_copy_from_a_page_unmapped_since_the_parse_writes_nothing() -> None:
+    # The cached parse still shows the source whole; the kernel finds its second page gone, and the
+    # destination keeps its bytes (the check and the copy are one step, so this is the case to prove).
+    page = mmap.PAGESIZE
+    base = _pages(2)
+    target = np.full(2 * page, 7, dtype=np.uint8)
+    try:
+        memory = ProcessMemory()
+        memory.refresh()
+        _unmap(base + page, page)
+        assert not memory.copy_small(target.ctypes.data, base + page // 2, page)
+        assert (target == 7).all()
+        assert memory.copy_small(target.ctypes.data, base, page)  # the pipe was left empty
+        assert (target[:page] == 0).all()
+    finally:
+        _unmap(base, page)
+
+
+@linux_only
+def test_a_small_raw_copy_into_a_read_only_page_is_not_taken() -> None:
+    base = _pages(1, mmap.PROT_READ)
+    source = np.ones(64, dtype=np.uint8)
+    try:
+        memory = ProcessMemory()
+        memory.refresh()
+        assert not memory.copy_small(base, source.ctypes.data, 64)
+        assert memory.covers(base, 64, writable=False)
+        assert not memory.covers(base, 64, writable=True)
+    finally:
+        _unmap(base, mmap.PAGESIZE)
+
+
+@linux_only
+def test_a_raw_range_unmapped_since_the_parse_is_refused_by_copy_ranges_and_nothing_moves() -> None:
+    page = mmap.PAGESIZE
+    space = AddressSpace(process_memory=ProcessMemory())
+    base = _pages(2)
+    target = np.full(page, 9, dtype=np.uint8)
+    try:
+        space.copy_ranges([(target.ctypes.data, base, 64)])  # parsed, and found, once
+        _unmap(base + page, page)
+        with pytest.raises(SimError) as caught:
+            space.copy_ranges([(target.ctypes.data, base + page - 32, 64)])
+        assert caught.value.code is INVALID
+        assert (target[64:] == 9).all()
+        assert (target[:64] == 0).all()
+    finally:
+        _unmap(base, page)
+
+
+@linux_only
+def test_a_forked_child_copies_through_a_pipe_of_its_own() -> None:
+    # the pipe is shared with the parent after fork: the child's probes must not meet the parent's
+    memory = ProcessMemory()
+    memory.refresh()
+    source, target = np.arange(64, dtype=np.uint8), np.zeros(64, dtype=np.uint8)
+    assert memory.copy_small(target.ctypes.data, source.ctypes.data, 64)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit code
+        target[:] = 0
+        ok = memory.copy_small(target.ctypes.data, source.ctypes.data, 64)
+        os._exit(0 if ok and memory._pipe_pid == os.getpid() and (target == source).all() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -282,6 +282,16 @@ class AddressSpace:
         every destination exactly as it was. Ranges run in order, so a later source that overlaps an
         earlier destination sees the new bytes, as successive device copies would.
         """
+        if type(ranges) is list and len(ranges) == 1 and self.backed and not self._poison:
+            # one small raw range to another (a small hixl transfer): the kernel vouches for both as it
+            # copies (``ProcessMemory.copy_small``); anything it cannot take that way goes the full path
+            dst, src, nbytes = ranges[0]
+            if (
+                not is_simulated(dst)
+                and not is_simulated(src)
+                and self.process_memory.copy_small(dst, src, nbytes)
+            ):
+                return
         plan = [
             (self._pieces(dst, nbytes, True), self._pieces(src, nbytes, False), nbytes)
             for dst, src, nbytes in ranges

@@ -111,6 +111,14 @@ class HixlEngine:
     pool: ConnectPool = field(default_factory=ConnectPool)
     broken: Set[str] = field(default_factory=set)
     """Connections a failed transfer left unusable until they are made again (``hixl_faults``)."""
+    layout: int = 0
+    """Counts changes of ``regions`` (register, deregister, finalize): a transfer's range check, kept
+    in ``vetted``, holds while neither engine's layout has moved."""
+    vetted: Dict[Tuple[Desc, ...], Tuple[HixlEngine, int, int, bool, List[Desc]]] = field(
+        default_factory=dict
+    )
+    """Descriptor lists that passed the range check, with the peer, both layouts, the direction and
+    the copies (``hixl_transfers._plan``)."""
 
 
 class HixlEngines:
@@ -199,6 +207,8 @@ def tear_down(world: SimWorld, engine: HixlEngine) -> bool:
         del world.hixl.listeners[engine.endpoint]
     engine.peers.clear()
     engine.regions.clear()
+    engine.layout += 1
+    engine.vetted.clear()
     engine.requests.clear()
     engine.notifies.clear()
     return True
@@ -240,6 +250,7 @@ def register(world: SimWorld, engine: HixlEngine, addr: int, nbytes: int, device
         handle = world.hixl.next_handle
         world.hixl.next_handle += 0x10
         engine.regions[handle] = Region(addr, nbytes, device)
+        engine.layout += 1
         return handle
 
 
@@ -254,6 +265,7 @@ def deregister(world: SimWorld, engine: HixlEngine, handle: int) -> None:
         if engine.settings.kind is EngineKind.HIXL_CS and engine.peers:
             raise SimError(_F, f"engine {engine.name} still holds connections to {sorted(engine.peers)}")
         del engine.regions[handle]
+        engine.layout += 1
 
 
 # -- connections ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 from bisect import bisect_right
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +32,8 @@ class ProcessMemory:
     (where ``/proc/self/mem`` is denied, every check re-reads the maps instead). What is *not* caught: a
     mapping whose permissions changed since the parse, a hole punched in the middle of a large range, or
     a file mapping past its file's end; clients register their own live arrays, where none of these
-    happen.
+    happen. A small copy between two raw ranges (``copy_small``) is vouched for by the kernel reading
+    one byte of every page of both, in one system call, instead.
     """
 
     _SKIP_NAMES = ("[vvar", "[vsyscall]")
@@ -45,6 +46,17 @@ class ProcessMemory:
         self._mem_fd: Optional[int] = None
         self._pid = 0  # the process _mem_fd belongs to: after a fork it reads the parent's memory
         self.supported = sys.platform.startswith("linux") and os.path.exists("/proc/self/maps")
+        self._views: Dict[int, memoryview] = {}
+        """Views of whole mappings of the current parse, by start, made on first use (``_view``)."""
+        self._found: Dict[Tuple[int, int, bool], Tuple[memoryview, Tuple[memoryview, ...]]] = {}
+        """Views of ranges ``_view`` found in the current parse, by ``(address, nbytes, writable)``."""
+        self._pairs: Dict[Tuple[int, int, int], Tuple[memoryview, memoryview, Tuple[memoryview, ...]]] = {}
+        """What ``copy_small`` found for a ``(dst, src, nbytes)`` in the current parse: both views and
+        the probes of both."""
+        self._pipe: Optional[Tuple[int, int]] = None
+        self._pipe_pid = 0
+        self._pending = 0
+        """Bytes ``copy_small`` has left in the pipe since it was last emptied."""
 
     def refresh(self) -> None:
         """Re-read ``/proc/self/maps``."""
@@ -60,6 +72,9 @@ class ProcessMemory:
                 low, high = fields[0].split("-")
                 maps.append((int(low, 16), int(high, 16), fields[1][0] == "r", fields[1][1] == "w"))
         self._table = (maps, [entry[0] for entry in maps])
+        self._views = {}
+        self._found = {}
+        self._pairs = {}
 
     def covers(self, address: int, nbytes: int, *, writable: bool) -> bool:
         """Whether ``[address, address + nbytes)`` is mapped readable (and writable, if asked) right now."""
@@ -103,6 +118,91 @@ class ProcessMemory:
         except (OSError, OverflowError):
             return False
 
+    def copy_small(self, dst: int, src: int, nbytes: int) -> bool:
+        """Copy a small range (up to ``_WHOLE`` bytes) between two raw ranges this process maps, once
+        the kernel has vouched for every page of both; False when it cannot vouch that way (a range
+        outside the cached parse or wider than one of its mappings, no pipe, a page gone since the
+        parse), and then nothing was written: the caller takes the full path (``covers``, then a copy).
+
+        One ``writev`` into a pipe hands the kernel one byte of each page of both ranges: it reads
+        them as it would any buffer, and reports a page that is gone as a short write or ``EFAULT``
+        instead of faulting (pages are mapped and unmapped whole, so one byte vouches for its page).
+        Only then do the bytes move, by one memmove. One cheap system call instead of a
+        ``/proc/self/mem`` read per range, each of which walks the page tables as a foreign reader
+        would: on a small transfer, most of the check's cost. The bytes written into the pipe are
+        thrown away in one read once they fill half of it."""
+        key = (dst, src, nbytes)
+        pair = self._pairs.get(key)
+        if pair is None:
+            if not 0 < nbytes <= _WHOLE:
+                return False
+            target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
+            if target is None or source is None:
+                return False
+            if len(self._pairs) >= _FOUND_MAX:
+                self._pairs = {}
+            pair = self._pairs[key] = (target[0], source[0], target[1] + source[1])
+        pipe = self._pipe if self._pipe_pid == _PID[0] else self._new_pipe()
+        if pipe is None:
+            return False
+        probes = pair[2]
+        with self._lock:
+            try:
+                whole = os.writev(pipe[1], probes) == len(probes)
+            except OSError:  # EFAULT: a page of either is gone before any byte of it was read
+                whole = False
+            self._pending += len(probes)
+            if not whole or self._pending >= _PIPE_BYTES // 2:
+                _drain(pipe[0])
+                self._pending = 0
+        if whole:
+            pair[0][:] = pair[1]
+        return whole
+
+    def _view(
+        self, address: int, nbytes: int, writable: bool
+    ) -> Optional[Tuple[memoryview, Tuple[memoryview, ...]]]:
+        """A view of a range inside one mapping of the cached parse (readable, and writable if asked),
+        sliced from a view of the whole mapping made once per parse, with one-byte views of its first
+        byte and of the first byte of each further page it touches; None otherwise. No byte is read.
+        What is found is kept for the parse too: a client moves the same ranges again."""
+        key = (address, nbytes, writable)
+        found = self._found.get(key)
+        if found is not None:
+            return found
+        maps, starts = self._table
+        index = bisect_right(starts, address) - 1
+        if index < 0:
+            return None
+        start, stop, readable, can_write = maps[index]
+        if address + nbytes > stop or not readable or (writable and not can_write):
+            return None
+        views = self._views
+        whole = views.get(start)
+        if whole is None:
+            whole = views[start] = memoryview((ctypes.c_ubyte * (stop - start)).from_address(start)).cast("B")
+        offset = address - start
+        pages = range((address | (_PAGE - 1)) + 1, address + nbytes, _PAGE)
+        probes = (whole[offset : offset + 1], *(whole[p - start : p - start + 1] for p in pages))
+        found = (whole[offset : offset + nbytes], probes)
+        if len(self._found) >= _FOUND_MAX:
+            self._found = {}
+        self._found[key] = found
+        return found
+
+    def _new_pipe(self) -> Optional[Tuple[int, int]]:
+        with self._lock:
+            if self._pipe_pid != _PID[0]:
+                if self._pipe is not None:  # inherited across fork: shared with the parent
+                    for fd in self._pipe:
+                        os.close(fd)
+                self._pipe, self._pipe_pid, self._pending = None, _PID[0], 0
+                try:  # non-blocking: a write that does not fit fails instead of waiting for a reader
+                    self._pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+                except (OSError, AttributeError):  # no pipe2 (not Linux): the full path serves
+                    return None
+            return self._pipe
+
     def _memory_fd(self) -> Optional[int]:
         with self._lock:
             if self._pid != _PID[0]:
@@ -121,8 +221,22 @@ _WHOLE = 4 * _PAGE
 """Up to this size a probe reads the whole range in one system call (the kernel stops at the first
 unmapped page, so a short read is a refusal); past it, the kernel's copy would cost more than a second
 call, and only the first and last pages are read."""
+_FOUND_MAX = 4096
+"""At most this many ranges' views are kept per parse (then they are found again)."""
+_PIPE_BYTES = 1 << 16
+"""A pipe's default capacity on Linux (16 pages): two ranges of ``_WHOLE`` fit in it at once. A pipe
+made smaller (past ``pipe-user-pages-soft``) makes the write short, and the full path serves."""
 _PID = [os.getpid()]
 """This process's id, kept current across ``fork`` without asking the kernel on every check."""
+
+
+def _drain(fd: int) -> None:
+    """Empty a non-blocking pipe after a refused copy, so the next one starts from nothing."""
+    try:
+        while os.read(fd, _PIPE_BYTES):
+            pass
+    except OSError:  # EAGAIN: empty
+        pass
 
 
 def _forked() -> None:

@@ -43,6 +43,7 @@ from datadist_sim.hixl._types import (
 T = TypeVar("T")
 _U64 = unsigned(64)
 _I32 = signed(32)
+_I32_TOP = 1 << 31
 NOTIFY_MAX = 1024
 """Longest ``name`` and ``notify_msg`` of a notify, in bytes (``hixl_impl.cc:399-415``,
 ``ctrl_msg.h:18-19``)."""
@@ -98,6 +99,7 @@ _ENGINE = Param("remote_engine", "str", _text)
 _TIMEOUT = Param("timeout_in_millis", "int", _I32, DEFAULT_TIMEOUT_MS, str(DEFAULT_TIMEOUT_MS))
 _OP = Param("op", "hixl.hixl.TransferOp", instance_of(TransferOp))
 _DESCS = Param("op_descs", "List[hixl.hixl.TransferOpDesc]", sequence_of(TransferOpDesc))
+_WRITE = int(TransferOp.WRITE)
 _DEFAULT_ARGS = TransferArgs()
 _DEFAULT_STATUS_ARGS = GetTransferStatusArgs()
 INITIALIZE = _m(
@@ -336,6 +338,42 @@ class Hixl:
     # -- transfers ----------------------------------------------------------------------------------
 
     def transfer_sync(self, *args: object, **kwargs: object) -> int:
+        # The common call, by position with arguments of the exact types pybind would take as they are,
+        # on an initialised engine with a timeout in range and no zero address, goes straight to the
+        # world: the same checks as ``TRANSFER_SYNC.load``, ``_run`` and ``_descs`` below, spelled as
+        # plain comparisons (they are most of a small transfer's cost). Anything else takes the full path.
+        engine = self._engine
+        count = len(args)
+        if engine is None or kwargs or not 3 <= count <= 4:
+            return self._transfer_sync(args, kwargs)
+        remote, op, descs = args[0], args[1], args[2]
+        timeout = args[3] if count == 4 else DEFAULT_TIMEOUT_MS
+        if (
+            type(remote) is not str
+            or type(op) is not TransferOp
+            or type(descs) is not list
+            or type(timeout) is not int
+            or not 0 < timeout < _I32_TOP
+            or not remote.isascii()
+            or "\0" in remote
+        ):
+            return self._transfer_sync(args, kwargs)
+        plain = []
+        for desc in descs:
+            if type(desc) is not TransferOpDesc or not desc._local_addr or not desc._remote_addr:
+                return self._transfer_sync(args, kwargs)
+            plain.append((desc._local_addr, desc._remote_addr, desc._len))
+        world = self._world
+        world.touch()
+        code = codes.SUCCESS
+        try:
+            door.hixl_transfer(world, engine, remote, op._value == _WRITE, plain, timeout / 1000)
+        except SimError as exc:
+            code = _CODES.get(exc.code, codes.FAILED)
+        world.record_call(engine.name, "hixl.transfer_sync", _NAMES[code], engine.name, _shown, args, None)
+        return code
+
+    def _transfer_sync(self, args: Tuple[object, ...], kwargs: Dict[str, object]) -> int:
         remote, op, descs, timeout = TRANSFER_SYNC.load(self, args, kwargs)
         write = int(op) == int(TransferOp.WRITE)
 
