@@ -188,6 +188,12 @@ class FaultPlan:
         """No rule is loaded: no call or transfer can meet a fault (the transfers' fast path)."""
         return not self._rules
 
+    def watches(self, op: str) -> bool:
+        """Some rule watches calls of ``op`` (it may fire on one); no time-triggered rule is fired or
+        healed by asking, as ``on_call`` does."""
+        with self._lock:
+            return any(rule.op is not None and op in rule.op for rule in self._rules)
+
     def fired(self, rule: Fault) -> int:
         """How many times ``rule`` has fired (masked calls not counted)."""
         with self._lock:
