@@ -16,6 +16,7 @@ from tests.fabric.test_hixl_backend import hixl_pair, to_prompt
 from datadist_sim import Fault, SimWorld
 from datadist_sim.llm_datadist.status import LLMStatusCode as S
 
+
 def _cluster() -> object:
     return info(P_ID, 26000, remote_ip=PROMPT_IP, local_ip=DECODE_IP)
 
@@ -75,7 +76,8 @@ def test_a_hixl_backend_unlink_meets_only_the_codes_its_engine_gives(world: SimW
     refused = world.faults.add(Fault.fail(S.LLM_UNLINK_FAILED, op="unlink_clusters"))
     failed = world.faults.add(Fault.fail(S.LLM_FAILED, op="unlink_clusters", first=1))
     assert d.unlink_clusters([to_prompt()], 1000) == (S.LLM_FAILED, [S.LLM_FAILED])
-    assert world.faults.fired(refused) == 0 and world.faults.refused(refused)
+    assert world.faults.fired(refused) == 0
+    assert world.faults.refused(refused)
     assert world.faults.fired(failed) == 1
     assert world.links() == [(1, 0)]  # the caller's entity stays
     assert d.unlink_clusters([to_prompt()], 1000) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
