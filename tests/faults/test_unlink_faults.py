@@ -2,7 +2,7 @@
 unlink can give in the caller's mode (``faults/code_rows.py``), and leave the link as it was.
 
 The rows: v2 ``LLM_UNLINK_FAILED`` / ``LLM_TIMEOUT`` when the connect to the peer fails or times out,
-before the entity is destroyed (hixl ``link_msg_handler.cc:426-431, 444``, ``msg_handler_plugin.cc:68-69``);
+before the entity is destroyed (hixl ``link_msg_handler.cc:426-431, 444``, ``msg_handler_plugin.cc:71-72``);
 KvCacheManager mode per-cluster codes and ``LLM_UNLINK_FAILED`` overall (GE ``link_manager.cc:327-339``);
 the hixl backend destroys its own entity and contacts nobody (``hixl_transfer_engine.cc:186-191``).
 """

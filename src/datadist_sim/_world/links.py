@@ -206,8 +206,8 @@ def _v2_disconnect(
     ``delay`` lengthens the teardown, and one a ``delay`` or ``timeout`` pushes past the timeout is
     ``LLM_TIMEOUT``, both with the link left as it was, as when the connect to the peer fails or times
     out (``link_msg_handler.cc:426-431``: it comes before the entity is destroyed, :444;
-    ``msg_handler_plugin.cc:68-69``). A ``force`` unlink and a hixl-backend one contact no peer
-    (``link_msg_handler.cc:425``; ``hixl_transfer_engine.cc:186-191``), so their ``timeout`` rules do
+    ``msg_handler_plugin.cc:71-72``). A ``force`` unlink and a hixl-backend one contact no peer
+    (``link_msg_handler.cc:426``; ``hixl_transfer_engine.cc:186-191``), so their ``timeout`` rules do
     not match.
     """
     rtt = world.config.message_rtt_s
