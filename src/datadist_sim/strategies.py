@@ -33,7 +33,6 @@ except ImportError as exc:  # pragma: no cover - exercised only where hypothesis
         "pip install 'datadist-sim[test]' (or pip install hypothesis)"
     ) from exc
 
-from datadist_sim._status_hixl import label
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.actions import ACTION_TABLE, ACTIONS, WORLD_ACTIONS, applies_to
 from datadist_sim.faults.files import rule_from_spec
@@ -46,17 +45,11 @@ Modes = Optional[Sequence[Union[str, engine_codes.EngineMode]]]
 
 def _codes(op: str, modes: Modes) -> List[str]:
     """The codes a correct client of ``modes`` (any mode when None) can meet from ``op``."""
-    out: Dict[str, None] = {}
-    for mode in modes if modes is not None else engine_codes.modes():
-        out.update(dict.fromkeys(label(code) for code in engine_codes.fault_codes(op, mode)))
-    return list(out)
+    return list(engine_codes.fault_labels(op, modes))
 
 
 def _times_out(op: str, modes: Modes) -> bool:
-    return any(
-        engine_codes.timeout_code(op, mode) is not None
-        for mode in (modes if modes is not None else engine_codes.modes())
-    )
+    return engine_codes.can_time_out(op, modes)
 
 
 @st.composite

@@ -3,9 +3,11 @@ action in it is applied somewhere, so a new action cannot be listed and then sil
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, List, Optional, Tuple
 
 from datadist_sim import strategies
+from datadist_sim._world import fault_effects
 from datadist_sim.explore import schedule
 from datadist_sim.faults import actions, effects, plan, rules
 from datadist_sim.faults.effects import NONE, door_effect, link_effect, transfer_effect
@@ -49,12 +51,26 @@ def test_every_call_action_has_an_effect_where_its_calls_meet_it() -> None:
             assert link_effect([rule]) != NONE, name
 
 
+class _Pool:
+    """A device pool that records the limits it is given."""
+
+    def __init__(self, calls: List[Tuple[str, Tuple[Any, ...]]]) -> None:
+        self.calls = calls
+        self.limit: Optional[int] = None
+        self.used = 0
+
+    def set_limit(self, nbytes: Optional[int]) -> None:
+        self.calls.append(("set_limit", (nbytes,)))
+
+
 class _World:
-    """The hooks a plan needs, recording which were called."""
+    """The hooks a plan needs, applied by the world's one application point (``fault_effects``) to a
+    world that records what was done to it."""
 
     def __init__(self) -> None:
         self.calls: List[Tuple[str, Tuple[Any, ...]]] = []
         self.memory = self
+        self.caches = {1: SimpleNamespace(device_pool=_Pool(self.calls))}
 
     def heal(self, address: Optional[int] = None, nbytes: int = 1) -> None:
         self.calls.append(("heal", (address, nbytes)))
@@ -71,26 +87,29 @@ class _World:
     def record(self, *args: Any, **kwargs: Any) -> None:
         pass
 
+    def start_fault(self, rule: Fault) -> object:
+        return fault_effects.start_world_fault(self, rule)  # type: ignore[arg-type]
+
+    def heal_fault(self, rule: Fault, undo: object, poisoned: Any) -> None:
+        fault_effects.heal_world_fault(self, rule, undo, poisoned)  # type: ignore[arg-type]
+
     def kill(self, cluster_id: int) -> None:
         self.calls.append(("kill", (cluster_id,)))
 
     def break_link(self, a: int, b: int) -> None:
         self.calls.append(("break_link", (a, b)))
 
-    def cap_pool(self, cluster_id: int, nbytes: Optional[int]) -> Optional[int]:
-        self.calls.append(("cap_pool", (cluster_id, nbytes)))
-        return None
-
-    def restore_pool(self, cluster_id: int, previous: object) -> None:
-        self.calls.append(("restore_pool", (cluster_id,)))
-
 
 def test_every_world_action_changes_the_world_when_it_fires() -> None:
     for name in actions.WORLD_ACTIONS:
         world = _World()
         faults = plan.FaultPlan(world, seed=0)  # type: ignore[arg-type]
-        faults.add(_rule(name))  # no op, no start_s: fires at once
+        rule = faults.add(_rule(name))  # no op, no start_s: fires at once
         assert world.calls or faults.hung(1) or faults.partitioned(1, 2), name
+        if actions.ACTION_TABLE[name].heals and world.calls:
+            done = len(world.calls)
+            faults.remove(rule)
+            assert len(world.calls) > done, f"{name} is undone when it heals"
 
 
 def test_a_transfer_only_action_applies_to_transfers_only() -> None:

@@ -93,3 +93,23 @@ def test_check_code_names_the_codes_an_operation_can_give() -> None:
     with pytest.raises(ValueError, match=wanted):
         ec.check_code("pull_cache", C.LLM_LINK_BUSY, "v2")
     assert ec.modes_giving("pull_cache", C.LLM_LINK_BUSY) == (ec.EngineMode.V2_KV, ec.EngineMode.V1)
+
+
+def test_what_explore_and_the_strategies_draw_is_the_tables_per_mode_in_order() -> None:
+    """explore (``schedule.codes_for``) and the strategies (``_codes``) read ``fault_labels``: a correct
+    client's codes, argument-only codes left out, each once, the table's first code first."""
+    from datadist_sim import strategies
+    from datadist_sim.explore import schedule
+
+    assert ec.fault_labels("allocate_cache", ["v2"]) == ("LLM_OUT_OF_MEMORY", "LLM_FAILED")
+    assert ec.fault_labels("allocate_cache", ["v2", "v1"]) == (
+        "LLM_OUT_OF_MEMORY",
+        "LLM_FAILED",
+        "LLM_DEVICE_OUT_OF_MEMORY",
+        "LLM_WAIT_PROCESS_TIMEOUT",
+    )
+    assert schedule.codes_for("allocate_cache", ec.EngineMode.V2) == ec.fault_labels("allocate_cache", ["v2"])
+    assert strategies._codes("unlink_clusters", ["hixl"]) == ["LLM_FAILED"]
+    assert not ec.can_time_out("allocate_cache", ["v2"])
+    assert ec.can_time_out("allocate_cache", ["v2", "v1"])
+    assert ec.can_time_out("allocate_cache")

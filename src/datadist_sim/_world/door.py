@@ -23,7 +23,6 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import hixl_engines, hixl_transfers, transfer
 from datadist_sim._world.address_space import AddressSpace as AddressSpace
 from datadist_sim._world.address_space import is_simulated as is_simulated
-from datadist_sim._world.call_faults import meet_door_faults as meet_door_faults
 from datadist_sim._world.clock import RealClock as RealClock
 from datadist_sim._world.cluster import ClusterNode as ClusterNode
 from datadist_sim._world.cluster import Endpoint as Endpoint
@@ -34,6 +33,7 @@ from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.current import reset_default_world as reset_default_world
 from datadist_sim._world.errors import SimError as SimError
+from datadist_sim._world.fault_effects import meet_door_faults as meet_door_faults
 from datadist_sim._world.hixl_engines import EngineKind as EngineKind
 from datadist_sim._world.hixl_engines import EngineSettings as EngineSettings
 from datadist_sim._world.hixl_engines import HixlEngine as HixlEngine

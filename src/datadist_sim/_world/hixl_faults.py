@@ -4,7 +4,7 @@ Each world operation of a hixl engine calls one function here, once, after its a
 the real engine would start work: ``meet`` for a plain call, ``connect`` (the cost of a connect),
 ``transfer_sync``, ``transfer_async``, ``notify`` and ``poll``. With no rule loaded and no connection
 failed, each returns at its first line. What the rules that fired do is decided by ``faults.effects``
-(as for ``call_faults.meet_door_faults``, whose style this follows); here the time passes, the bytes
+(as for ``fault_effects.meet_door_faults``, whose style this follows); here the time passes, the bytes
 move or not, and the code is raised, with the code hixl gives:
 
 - a rule's ``fail`` gives its own hixl code; a ``timeout`` waits out the call's ``timeout_in_millis``

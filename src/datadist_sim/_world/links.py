@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role, reads_table
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.fault_effects import link_outcome
 from datadist_sim._world.requests import LinkRequest
-from datadist_sim.faults.effects import link_effect
+from datadist_sim.faults.effects import NONE, Effect, link_effect
 from datadist_sim.faults.plan import Call
 from datadist_sim.faults.rules import current_op
 
@@ -120,13 +120,27 @@ def _v1_locked(
 def _v1_disconnect(
     world: SimWorld, node: ClusterNode, req: LinkRequest, timeout_s: float, force: bool
 ) -> Outcome:
-    """Drop this end; without ``force`` also tell the peer, whose end stays if it cannot be told."""
+    """Drop this end; without ``force`` also tell the peer, whose end stays if it cannot be told.
+
+    The fault rules of the call act once the link is found, before either end goes: a ``fail`` is this
+    cluster's code and a teardown a ``delay`` or ``timeout`` pushes past the timeout is
+    ``LLM_WAIT_PROCESS_TIMEOUT`` (GE ``link_manager.cc:327``), both with the link left as it was; a
+    ``force`` unlink tells nobody, so it has no wait to run out (its ``timeout`` rules do not match)."""
     rtt = world.config.message_rtt_s
+    if req.remote_cluster_id not in node.peers:
+        return S.LLM_NOT_YET_LINK, rtt
+    failed, took = link_outcome(
+        _faults(world, node, "unlink_clusters", req.remote_cluster_id, not force), rtt
+    )
+    if failed is not None:
+        return failed, rtt
+    if took > timeout_s:
+        return S.LLM_WAIT_PROCESS_TIMEOUT, timeout_s
     with world.lock:
         if node.peers.pop(req.remote_cluster_id, None) is None:
             return S.LLM_NOT_YET_LINK, rtt
         if force:
-            return S.LLM_SUCCESS, rtt
+            return S.LLM_SUCCESS, took
         peer = world.node(req.remote_cluster_id)
     if (
         peer is None
@@ -137,7 +151,7 @@ def _v1_disconnect(
         return S.LLM_NOTIFY_PROMPT_UNLINK_FAILED, timeout_s
     with world.lock:
         peer.peers.pop(node.cluster_id, None)
-    return S.LLM_SUCCESS, rtt
+    return S.LLM_SUCCESS, took
 
 
 # -- v2 ----------------------------------------------------------------------------------------
@@ -179,6 +193,13 @@ def _v2_disconnect(
     """Force destroys only the local entity (idempotent); otherwise the server must be reachable.
 
     A transfer still running on the link makes it ``LLM_LINK_BUSY`` when the world rejects conflicts.
+    The fault rules of the call act before anything is torn down: a ``fail`` is this cluster's code; a
+    ``delay`` lengthens the teardown, and one a ``delay`` or ``timeout`` pushes past the timeout is
+    ``LLM_TIMEOUT``, both with the link left as it was, as when the connect to the peer fails or times
+    out (``link_msg_handler.cc:426-431``: it comes before the entity is destroyed, :444;
+    ``msg_handler_plugin.cc:71-72``). A ``force`` unlink and a hixl-backend one contact no peer
+    (``link_msg_handler.cc:426``; ``hixl_transfer_engine.cc:186-191``), so their ``timeout`` rules do
+    not match.
     """
     rtt = world.config.message_rtt_s
     if req.remote_cluster_id in node.peers:
@@ -186,16 +207,22 @@ def _v2_disconnect(
             _reject_if_busy(world, node, req.remote_cluster_id, "unlink")
         except SimError as exc:
             return exc.code, 0.0
+    timed = not (force or node.hixl)
+    if timed and len(req.remote) != 1:
+        return S.LLM_PARAM_INVALID, 0.0
+    failed, extra = link_outcome(_faults(world, node, "unlink_clusters", req.remote_cluster_id, timed), 0.0)
+    if failed is not None:
+        return failed, rtt
     if node.hixl:
         with world.lock:
             held = node.peers.pop(req.remote_cluster_id, None)
-        return S.LLM_SUCCESS, rtt if held is not None else 0.0
+        return S.LLM_SUCCESS, (rtt if held is not None else 0.0) + extra
     if force:
         with world.lock:
             node.peers.pop(req.remote_cluster_id, None)
-        return S.LLM_SUCCESS, 0.0
-    if len(req.remote) != 1:
-        return S.LLM_PARAM_INVALID, 0.0
+        return S.LLM_SUCCESS, extra
+    if rtt + extra > timeout_s:
+        return S.LLM_TIMEOUT, timeout_s
     server = world.listener_at(req.remote[0])
     if (
         server is None
@@ -206,7 +233,7 @@ def _v2_disconnect(
     with world.lock:
         server.peers.pop(node.cluster_id, None)
         node.peers.pop(req.remote_cluster_id, None)
-    return S.LLM_SUCCESS, rtt
+    return S.LLM_SUCCESS, rtt + extra
 
 
 def _finish_v2(world: SimWorld, outcomes: List[Outcome]) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
@@ -245,15 +272,9 @@ def _connect(
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
     if node.mode is Mode.KV_CACHE_MANAGER and server.role is not Role.PROMPT:
         return S.LLM_LINK_FAILED, cfg.message_rtt_s
-    call = Call(current_op("link_clusters"), node.cluster_id, server.cluster_id)
-    effect = link_effect(world.faults.on_call(call))
-    if effect.fail is not None:
-        return as_llm(effect.fail), cfg.message_rtt_s
-    setup_s = cfg.link_setup_s
-    for extra in effect.delays:
-        setup_s += extra
-    if effect.timeout:
-        setup_s = float("inf")
+    failed, setup_s = link_outcome(_faults(world, node, "link_clusters", server.cluster_id), cfg.link_setup_s)
+    if failed is not None:
+        return failed, cfg.message_rtt_s
     hung = world.faults.hung(server.cluster_id)
     if not hung and world.unreachable(node.cluster_id, server.cluster_id):
         return _unreachable(node, world, timeout_s, refused=False)
@@ -296,6 +317,21 @@ def _unreachable(node: ClusterNode, world: SimWorld, timeout_s: float, refused: 
     if refused:
         return S.LLM_FAILED, world.config.message_rtt_s
     return S.LLM_TIMEOUT, timeout_s
+
+
+_UNTIMED = ("fail", "delay")
+
+
+def _faults(world: SimWorld, node: ClusterNode, op: str, remote_id: int, timed: bool = True) -> Effect:
+    """What the fault rules that fire on one remote cluster's entry of a link call do to it
+    (``faults.effects``); a teardown that contacts no peer has no wait to run out, so ``timed=False``
+    matches no ``timeout`` rule."""
+    op = current_op(op)
+    if world.faults.idle or not world.faults.watches(op):
+        return NONE
+    call = Call(op, node.cluster_id, remote_id)
+    fired = world.faults.on_call(call) if timed else world.faults.on_call(call, _UNTIMED)
+    return link_effect(fired)
 
 
 def _server_for(world: SimWorld, endpoints: Tuple[Endpoint, ...]) -> Optional[ClusterNode]:

@@ -17,6 +17,7 @@ from datadist_sim._world.caches import CacheEntry, NodeCaches, legacy_seq_len_ch
 from datadist_sim._world.clock import VirtualClock, other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode, PeerLink
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.fault_effects import time_out as _time_out
 from datadist_sim._world.keys import EngineKey
 from datadist_sim._world.ownership import enter_copy, leave_copy
 from datadist_sim._world.ranges import (
@@ -35,7 +36,6 @@ from datadist_sim._world.transfer import (
     _remote,
     _req_id,
     _run,
-    _time_out,
     link_in_use,
 )
 from datadist_sim._world.world import SimWorld, store_of

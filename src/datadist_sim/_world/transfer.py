@@ -14,12 +14,14 @@ import threading
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._status_hixl import as_llm
 from datadist_sim._world.cache_table import check_accessible, check_reachable, table_of
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.fault_effects import meet_transfer_faults
+from datadist_sim._world.fault_effects import time_out as _time_out
+from datadist_sim._world.fault_effects import timeout_code as timeout_code
 from datadist_sim._world.keys import INVALID_ID, PackedKey
 from datadist_sim._world.ownership import check_destinations, enter_copy, leave_copy
 from datadist_sim._world.ranges import (
@@ -29,7 +31,7 @@ from datadist_sim._world.ranges import (
 )
 from datadist_sim._world.requests import PullParams
 from datadist_sim._world.world import SimWorld, store_of
-from datadist_sim.faults.effects import NONE, Poison, transfer_effect
+from datadist_sim.faults.effects import NONE, transfer_effect
 from datadist_sim.faults.plan import Call
 from datadist_sim.faults.rules import current_op
 
@@ -38,10 +40,6 @@ _P = LLMStatusCode.LLM_PARAM_INVALID
 
 
 _TIMEOUTS = (LLMStatusCode.LLM_TIMEOUT, LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT)
-
-
-def timeout_code(mode: Mode) -> LLMStatusCode:
-    return LLMStatusCode.LLM_TIMEOUT if mode is Mode.CACHE_MANAGER else LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT
 
 
 def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> NodeCaches:
@@ -69,28 +67,6 @@ def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> No
             f"the link to cluster {remote_id} broke when a transfer timed out; unlink and link again",
         )
     return store_of(world, remote)
-
-
-def _time_out(world: SimWorld, node: ClusterNode, remote_id: int, nbytes: int, waited_s: float = 0.0) -> None:
-    """The transfer never completes: ``sync_kv_timeout`` passes, nothing more moves, and the link is
-    left broken — the documented remedy for a timed-out transfer is to re-establish the link.
-
-    A rank-table link under ``SimConfig(comm_timeout_keeps_link=True)`` stays usable instead, as the
-    hixl code does: the timed-out stream is aborted and the comm entity kept (``comm_entity.cc``).
-    """
-    limit = node.settings.sync_kv_timeout_ms / 1000.0
-    world.elapse(max(limit - waited_s, 0.0))
-    with world.lock:
-        peer = node.peers.get(remote_id)
-        if peer is not None and not (peer.via_comm is not None and world.config.comm_timeout_keeps_link):
-            peer.broken = True
-    world.record(
-        node.cluster_id, "transfer.timeout", timeout_code(node.mode).name, f"{nbytes} B", kind="event"
-    )
-    raise SimError(
-        timeout_code(node.mode),
-        f"transfer of {nbytes} B to/from {remote_id} did not complete in {limit:.3f} s",
-    )
 
 
 def _check_uce(world: SimWorld, ranges: List[Range], remote_is_src: bool) -> None:
@@ -168,16 +144,6 @@ def _pass_time(
     world.elapse(end - world.now())
 
 
-def _poison(world: SimWorld, poison: Poison, first: Range, remote_is_src: bool) -> None:
-    """A poison rule's UCE: the first bytes (at most 64) of the transfer's first range, on the side the
-    rule names; the plan remembers the range, to heal it with the rule."""
-    dst, src, size = first
-    address = src if remote_is_src == poison.remote else dst
-    span = max(min(size, 64), 1)
-    world.memory.poison(address, span)
-    world.faults.note_poison(poison.rule, address, span)
-
-
 def _run(
     world: SimWorld,
     node: ClusterNode,
@@ -204,29 +170,15 @@ def _run(
         _time_out(world, node, remote_id, nbytes)
     effect = transfer_effect(fired, world.faults.coin)  # after the check: a silent peer flips no coin
     seconds = nbytes / world.bandwidth(node.cluster_id, remote_id) + world.config.message_rtt_s
-    if effect is not NONE:  # what the rules that fired do, as ``faults.effects`` says, in its order
-        for extra in effect.delays:
-            seconds += extra
-        if ranges:
-            for poison in effect.poison:
-                _poison(world, poison, ranges[0], remote_is_src)
-        if effect.fail is not None:
-            raise SimError(as_llm(effect.fail), f"injected by fault rule {effect.rule!r}")
-        if effect.cut:
-            half = min(seconds / 2, node.settings.sync_kv_timeout_ms / 1000.0)
-            world.elapse(half)
-            world.break_link(node.cluster_id, remote_id)
-            _time_out(world, node, remote_id, nbytes, waited_s=half)
-        if effect.timeout:
-            if effect.landed:
-                with world.lock:
-                    ranges = plan()
-                    _check_uce(world, ranges, remote_is_src)  # a poisoned source is the peer's memory
-                    commit(ranges)
-            world.record(
-                node.cluster_id, "transfer.landed" if effect.landed else "transfer.lost", "ok", kind="event"
-            )
-            _time_out(world, node, remote_id, nbytes)
+    if effect is not NONE:  # what the rules that fired do: applied where every fault effect is
+
+        def land() -> None:
+            with world.lock:
+                landed = plan()
+                _check_uce(world, landed, remote_is_src)  # a poisoned source is the peer's memory
+                commit(landed)
+
+        seconds = meet_transfer_faults(world, node, remote_id, effect, seconds, ranges, remote_is_src, land)
     limit = node.settings.sync_kv_timeout_ms / 1000.0
     if seconds > limit:
         _pass_time(world, node, remote_id, remote, limit, nbytes)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-from typing import IO, Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
+from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import active, hixl_faults
+from datadist_sim._world import active, fault_effects, hixl_faults
 from datadist_sim._world.address_space import AddressSpace
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import Clock, VirtualClock, Wake
@@ -21,6 +21,7 @@ from datadist_sim._world.hixl_engines import HixlEngines
 from datadist_sim._world.trace import Trace, TraceEvent, node_up
 from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.faults.plan import FaultPlan
+from datadist_sim.faults.rules import Fault
 
 WILDCARD_IP = "0.0.0.0"
 ROCE_BYTES_PER_S = 25e9
@@ -76,7 +77,7 @@ class SimWorld:
         """Clusters a fault rule killed (until one with the same id is initialised again)."""
         self.faults = FaultPlan(self, seed)
         """The fault rules of this world; it reaches the world through the hooks this world has
-        (``faults.plan.WorldHooks``), and the world applies what fired (``faults.effects``)."""
+        (``faults.plan.WorldHooks``), and the world applies what fired (``fault_effects``)."""
 
     def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
         """``with world.activate():`` instances constructed inside the block join this world."""
@@ -268,29 +269,15 @@ class SimWorld:
         """No answer can come back from ``b`` to ``a`` now: it was killed, or a partition or hang holds."""
         return b in self.killed or self.faults.partitioned(a, b)
 
-    # -- memory pools under faults ----------------------------------------------------------------
+    # -- world faults ---------------------------------------------------------------------------
 
-    def cap_pool(self, cluster_id: Union[int, str], nbytes: Optional[int]) -> Optional[int]:
-        """Cap the device pool of ``cluster_id`` at ``nbytes`` in use (None: what it uses now); returns
-        the previous limit for ``restore_pool``. A cluster without a pool is left alone. ``hixl``
-        engines (a name) have no memory pool: their connect pool takes no task."""
-        if isinstance(cluster_id, str):
-            return hixl_faults.cap_pool(self, cluster_id)
-        store = self.caches.get(cluster_id)
-        pool = None if store is None else store.device_pool
-        if pool is None:
-            return None
-        previous = pool.limit
-        pool.set_limit(pool.used if nbytes is None else nbytes)
-        return previous
+    def start_fault(self, rule: Fault) -> object:
+        """A world action fired (the plan's hook): applied where every fault effect is."""
+        return fault_effects.start_world_fault(self, rule)
 
-    def restore_pool(self, cluster_id: Union[int, str], previous: object) -> None:
-        if isinstance(cluster_id, str):
-            return hixl_faults.restore_pool(self, cluster_id, previous)
-        store = self.caches.get(cluster_id)
-        pool = None if store is None else store.device_pool
-        if pool is not None:
-            pool.set_limit(previous if isinstance(previous, int) else None)
+    def heal_fault(self, rule: Fault, undo: object, poisoned: Sequence[Tuple[int, int]]) -> None:
+        """A rule healed (the plan's hook): undone where every fault effect is."""
+        fault_effects.heal_world_fault(self, rule, undo, poisoned)
 
     # -- peers that do not answer ---------------------------------------------------------------
 

@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from datadist_sim._status_hixl import label
 from datadist_sim._world.trace import TraceEvent
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.actions import (
@@ -45,17 +44,12 @@ def _order(where: Where) -> Tuple[bool, int, str]:
 def codes_for(op: str, mode: Optional[engine_codes.EngineMode] = None) -> Tuple[str, ...]:
     """The codes a correct client can meet from ``op`` in ``mode`` (in any mode when None), from the
     engine's table (``faults.engine_codes``); the first is the one the systematic pass injects."""
-    modes = engine_codes.modes() if mode is None else (mode,)
-    out: Dict[str, None] = {}
-    for m in modes:
-        out.update(dict.fromkeys(label(code) for code in engine_codes.fault_codes(op, m)))
-    return tuple(out)
+    return engine_codes.fault_labels(op, None if mode is None else (mode,))
 
 
 def can_time_out(op: str, mode: Optional[engine_codes.EngineMode] = None) -> bool:
     """Whether ``op`` has a timeout to run out in ``mode`` (in some mode when None)."""
-    modes = engine_codes.modes() if mode is None else (mode,)
-    return any(engine_codes.timeout_code(op, m) is not None for m in modes)
+    return engine_codes.can_time_out(op, None if mode is None else (mode,))
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 checks, the plan, the effects, explore, the hypothesis strategies) is read from here, so a new action
 is a row here, its constructor and effect on this floor, and the one place in the world that applies it:
 
-- a call action ends up in an ``effects.Effect`` field, applied where its calls meet their faults: at the
-  engine's door for a plain call (``_world/call_faults.py``), per remote cluster for a link call
-  (``_world/links.py``), inside the transfer engine for a transfer (``_world/transfer.py``); every call of
-  the ``hixl`` engine API meets its own at one point (``_world/hixl_faults.py``);
-- a world action is applied by the plan (``plan.FaultPlan._apply_world`` and ``_heal``) through one
-  ``WorldHooks`` method of the world, and read back by the world's queries (``hung``, ``partitioned``).
+- a call action ends up in an ``effects.Effect`` field, which the world applies in
+  ``_world/fault_effects.py``: ``meet_door_faults`` for a plain call at the engine's door,
+  ``link_outcome`` for one remote cluster of a link call, ``meet_transfer_faults`` for a transfer (the
+  calls of the ``hixl`` engine API meet theirs in ``_world/hixl_faults.py``);
+- a world action fires and heals through the plan (``plan.FaultPlan._apply_world`` and ``_heal``), which
+  hands the rule to the world's two hooks, applied in ``fault_effects.start_world_fault`` and
+  ``heal_world_fault``; a lasting one is read back by the world's queries (``hung``, ``partitioned``).
 
 Imports nothing of the package.
 """

@@ -41,6 +41,8 @@ from datadist_sim.faults.code_rows import SPECS
 from datadist_sim.faults.hixl_code_rows import HIXL_SPECS
 
 __all__ = [
+    "can_time_out",
+    "fault_labels",
     "CodeRow",
     "HixlCode",
     "EngineMode",
@@ -197,6 +199,22 @@ def timeout_code(op: str, mode: Union[EngineMode, str]) -> Optional[Code]:
     """The code ``op`` gives when it times out in ``mode``, or None when it cannot time out there."""
     found = _TABLE.get((op, to_mode(mode)))
     return found.timeout if found is not None else None
+
+
+def fault_labels(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> Tuple[str, ...]:
+    """The codes a correct client of ``modes_`` (of any mode when None) can meet from ``op``, by name
+    (``label``), each once, in table order: the first is the one a systematic fault pass injects. What
+    explore and the hypothesis strategies draw a ``fail`` rule's code from."""
+    out: Dict[str, None] = {}
+    for mode in modes_ if modes_ is not None else EngineMode:
+        out.update(dict.fromkeys(label(code) for code in fault_codes(op, mode)))
+    return tuple(out)
+
+
+def can_time_out(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> bool:
+    """Whether ``op`` has a timeout to run out in some mode of ``modes_`` (of any mode when None): where
+    explore and the strategies may draw a ``timeout`` rule."""
+    return any(timeout_code(op, mode) is not None for mode in (modes_ if modes_ is not None else EngineMode))
 
 
 def modes_giving(op: str, code: Code) -> Tuple[EngineMode, ...]:

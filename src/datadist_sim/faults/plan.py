@@ -3,8 +3,9 @@ they start and undo.
 
 The plan decides; it does not act on calls (``effects`` turns the rules that fired on a call into what
 happens to it). World actions (a kill, a partition, a capped pool) it starts and heals through
-``WorldHooks``, the few things it needs of a world, which ``SimWorld`` has: the plan sits on a floor
-under the world and never imports it.
+``WorldHooks``, the few things it needs of a world, which ``SimWorld`` has (``start_fault`` and
+``heal_fault``, applied in ``_world/fault_effects.py``): the plan sits on a floor under the world and
+never imports it.
 
 Randomness comes from the plan's own generator, seeded from the world's seed, so adding a rule never
 changes the draws of the rest of the world; the same seed and the same calls fire the same rules.
@@ -38,9 +39,7 @@ __all__ = ["Call", "FaultPlan", "PoisonHooks", "WorldHooks", "never_fired", "onl
 
 
 class PoisonHooks(Protocol):
-    """The memory a poison rule poisoned, healed with the rule."""
-
-    def heal(self, address: Optional[int] = None, nbytes: int = 1) -> None: ...
+    """The memory a poison rule poisoned, healed with the rule (``WorldHooks.heal_fault``)."""
 
     def is_poisoned(self, address: int, nbytes: int) -> bool: ...
 
@@ -66,13 +65,12 @@ class WorldHooks(Protocol):
         kind: str = "event",
     ) -> None: ...
 
-    def kill(self, cluster_id: ClusterRef) -> None: ...
+    def start_fault(self, rule: Fault) -> object:
+        """A world action of ``rule`` fired: change the world; returns what ``heal_fault`` needs."""
 
-    def break_link(self, a: ClusterRef, b: ClusterRef) -> None: ...
-
-    def cap_pool(self, cluster_id: ClusterRef, nbytes: Optional[int]) -> Optional[int]: ...
-
-    def restore_pool(self, cluster_id: ClusterRef, previous: object) -> None: ...
+    def heal_fault(self, rule: Fault, undo: object, poisoned: Sequence[Tuple[int, int]]) -> None:
+        """``rule`` healed: undo what ``start_fault`` did (``undo``: what it returned; None when it
+        never started) and clear the ``(address, nbytes)`` ranges a poison rule poisoned."""
 
 
 @dataclass
@@ -187,6 +185,12 @@ class FaultPlan:
     def idle(self) -> bool:
         """No rule is loaded: no call or transfer can meet a fault (the transfers' fast path)."""
         return not self._rules
+
+    def watches(self, op: str) -> bool:
+        """Some rule watches calls of ``op`` (it may fire on one); no time-triggered rule is fired or
+        healed by asking, as ``on_call`` does."""
+        with self._lock:
+            return any(rule.op is not None and op in rule.op for rule in self._rules)
 
     def fired(self, rule: Fault) -> int:
         """How many times ``rule`` has fired (masked calls not counted)."""
@@ -344,18 +348,10 @@ class FaultPlan:
     def _apply_world(self, rule: Fault) -> None:
         world = self._world
         world.record(rule.cluster, f"fault.{rule.action}", "fired", rule.name, kind="event")
+        undo = world.start_fault(rule)
         state = self._rules.get(rule)
-        if rule.action == "kill":
-            assert rule.cluster is not None
-            world.kill(rule.cluster)
-        elif rule.action == "cut_link":
-            if rule.cluster is not None and rule.remote is not None:
-                world.break_link(rule.cluster, rule.remote)
-        elif rule.action in ("cap_pool", "exhaust_pool"):
-            assert rule.cluster is not None
-            previous = world.cap_pool(rule.cluster, rule.nbytes)
-            if state is not None:
-                state.undo.append(previous)
+        if state is not None:
+            state.undo.append(undo)
 
     def _heal(self, rule: Fault, state: _State) -> None:
         if state.healed:
@@ -364,11 +360,8 @@ class FaultPlan:
         if not state.fired:
             return
         world = self._world
-        if rule.action in ("cap_pool", "exhaust_pool") and state.undo and rule.cluster is not None:
-            world.restore_pool(rule.cluster, state.undo[0])
-        elif rule.action == "poison":
-            for address, nbytes in state.poisoned:
-                world.memory.heal(address, nbytes)
+        if state.undo or state.poisoned:  # it changed the world when it fired, or poisoned memory
+            world.heal_fault(rule, state.undo[0] if state.undo else None, list(state.poisoned))
             state.poisoned.clear()
         world.record(rule.cluster, f"fault.{rule.action}", "healed", rule.name, kind="event")
 

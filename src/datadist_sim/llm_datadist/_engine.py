@@ -315,7 +315,7 @@ def short_args(args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]) -> str:
 
 
 def _door_faults(scope: CallScope) -> None:
-    """Fault rules of a plain call (``_world/call_faults.py``), once per public call."""
+    """Fault rules of a plain call (``_world/fault_effects.py``), once per public call."""
     if not scope.door_checked:
         scope.door_checked = True
         meet_door_faults(scope.world, scope.node, scope.op)
