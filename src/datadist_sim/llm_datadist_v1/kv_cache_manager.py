@@ -1,10 +1,11 @@
 """``KvCacheManager`` (KvCacheManager mode, real module ``llm_datadist_v1.kv_cache_manager``).
 
 Argument and role checks follow the real file in order; engine calls go to the instance's cache store in
-the world, whose ``SimError`` leaves as the v1 package's ``LLMException``. Differences from CacheManager
-mode (reference §7.2, §12): exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY``, a pull timeout
-``LLM_WAIT_PROCESS_TIMEOUT``, and ``deallocate_cache`` of an id the engine does not know is
-``LLM_KV_CACHE_NOT_EXIST``.
+the world, whose ``SimError`` leaves as the v1 package's ``LLMException``. Where the v1 engine answers
+differently from CacheManager mode: exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY`` (ge
+``dflow/llm_datadist/v1/common/swap_impl.cc:216``), a pull timeout ``LLM_WAIT_PROCESS_TIMEOUT`` (its
+feed and fetch waits, ``v1/common/llm_flow_service.cc:162-187``), and ``deallocate_cache`` of an id the
+engine does not know is ``LLM_KV_CACHE_NOT_EXIST`` (``v1/common/cache_engine.cc:50``).
 """
 
 from __future__ import annotations
