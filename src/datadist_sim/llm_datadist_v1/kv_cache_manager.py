@@ -15,9 +15,10 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
-from datadist_sim._world.door import ClusterNode, SimError, SimWorld
+from datadist_sim._world.door import ClusterNode, SimWorld
+from datadist_sim.llm_datadist import _kv_common
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import engine_call, engine_failed
+from datadist_sim.llm_datadist._engine import engine_call
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -51,12 +52,16 @@ from datadist_sim.llm_datadist_v1._v1_errors import v1_call, v1_static
 from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
-_NUM_TENSORS_PER_LAYER = 2
-_UINT32_MAX, _INT64_MAX = 2**32 - 1, 2**63 - 1
+_NUM_TENSORS_PER_LAYER = _kv_common.NUM_TENSORS_PER_LAYER
 _PULL_KEY_TYPES: FrozenSet[type] = frozenset({CacheKey, CacheKeyByIdAndIndex})
 """The key classes ``pull_cache`` takes as they are (its plain happy-path check)."""
-_INVALID_ID = 2**64 - 1
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
+
+
+def _check_req_id(name: str, value: Any) -> None:
+    """v1's ``copy_cache`` takes any int as ``req_id``, where v2 wants a uint64 (ge
+    ``api/python/llm_datadist_v1/kv_cache_manager.py:555-556``)."""
+    check_isinstance(name, value, int)
 
 
 class KvCacheManager:
@@ -185,10 +190,9 @@ class KvCacheManager:
         )
         packed = pack_block_cache_key(prompt_cache_key)
         request = door.PullRequest(decoder_kv_cache.cache_id, packed, params, True)
-        try:
-            door.pull(self._world, self._node, request)
-        except SimError as exc:
-            engine_failed(exc, "[pull_blocks]", "prompt_cache_key = {}", prompt_cache_key)
+        _kv_common.submit_pull(
+            self._world, self._node, request, "[pull_blocks]", "prompt_cache_key = {}", prompt_cache_key
+        )
 
     @v1_call
     def pull_cache(
@@ -204,21 +208,15 @@ class KvCacheManager:
             and self._role == LLMRole.DECODER
             and type(cache_key) in _PULL_KEY_TYPES
             and type(kv_cache) is KvCache
-            and type(size) is int
-            and (size == -1 or 0 < size <= _INT64_MAX)
-            and type(batch_index) is int
-            and 0 <= batch_index <= _UINT32_MAX
+            and _kv_common.plain_pull_numbers(batch_index, size)
             and kv_cache._cache_desc.placement is not Placement.HOST  # ``_is_cpu_cache``, on the exact class
         ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
             packed = pack_pulled_key(cache_key)
-            params = door.whole_batch(size, batch_index, _NUM_TENSORS_PER_LAYER)
+            params = _kv_common.whole_batch(size, batch_index)
         else:
             packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
         request = door.PullRequest(kv_cache.cache_id, packed, params, False)
-        try:
-            door.pull(self._world, self._node, request)
-        except SimError as exc:
-            engine_failed(exc, "[pull_cache]", "cache_key = {}", cache_key)
+        _kv_common.submit_pull(self._world, self._node, request, "[pull_cache]", "cache_key = {}", cache_key)
 
     def _check_pull_cache(
         self,
@@ -302,30 +300,18 @@ class KvCacheManager:
         check_uint32("src_batch_index", src_batch_index)
         check_uint64("offset", offset)
         check_int64("size", size)
-        raise_if_false(
-            size == -1 or size > 0,
-            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
-            size,
-        )
-        if req_id is not None:
-            check_isinstance("req_id", req_id, int)
-        else:
-            req_id = _INVALID_ID
-        param: Tuple[Any, ...] = (
-            dst.cache_id,
-            src.cache_id,
+        _kv_common.copy_cache(
+            self._world,
+            self._node,
+            dst,
+            src,
             dst_batch_index,
             src_batch_index,
             offset,
             size,
             req_id,
-            [],
+            _check_req_id,
         )
-        with engine_call("[copy_cache]", f"param = {param}"):
-            request = door.CopyRequest(
-                dst.cache_id, src.cache_id, dst_batch_index, src_batch_index, offset, size
-            )
-            door.copy_cache(self._world, self._node, request)
 
     @v1_call
     def get_cache_tensors(self, cache: KvCache, tensor_index: int = 0) -> List[Tensor]:

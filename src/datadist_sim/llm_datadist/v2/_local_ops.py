@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from datadist_sim._world import door
 from datadist_sim._world.door import ClusterNode, SimWorld
+from datadist_sim.llm_datadist import _kv_common
 from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -21,8 +22,6 @@ from datadist_sim.llm_datadist.v2.llm_types import (
     Cache,
     Placement,
 )
-
-_INVALID_ID = 2**64 - 1
 
 
 class LocalCacheOps(ManagerLifecycle):
@@ -65,30 +64,18 @@ class LocalCacheOps(ManagerLifecycle):
         check_int64("size", size)
         raise_if_true(src.is_blocks_cache, "param check failed, src cache can not be blocks cache.")
         raise_if_true(dst.is_blocks_cache, "param check failed, dst cache can not be blocks cache.")
-        raise_if_false(
-            size == -1 or size > 0,
-            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
-            size,
-        )
-        if req_id is not None:
-            check_uint64("req_id", req_id)
-        else:
-            req_id = _INVALID_ID
-        param: Tuple[Any, ...] = (
-            dst.cache_id,
-            src.cache_id,
+        _kv_common.copy_cache(
+            self._world,
+            self._node,
+            dst,
+            src,
             dst_batch_index,
             src_batch_index,
             offset,
             size,
             req_id,
-            [],
+            check_uint64,
         )
-        with engine_call("[copy_cache]", f"param = {param}"):
-            request = door.CopyRequest(
-                dst.cache_id, src.cache_id, dst_batch_index, src_batch_index, offset, size
-            )
-            door.copy_cache(self._world, self._node, request)
 
     @staticmethod
     def _verify_caches(src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
