@@ -337,45 +337,14 @@ class KvCacheManager:
         check_isinstance("src", src, KvCache)
         check_isinstance("dst", dst, KvCache)
         check_isinstance("src_to_dst", src_to_dst, dict, int)
-        src_block_size = src.cache_desc.size // src.cache_desc.batch_size
-        dst_block_size = dst.cache_desc.size // dst.cache_desc.batch_size
-        raise_if_false(
-            src_block_size == dst_block_size,
-            f"src block size:{src_block_size} and dst block size:{dst_block_size} must be equal",
-        )
-        src_num = src.cache_desc.num_tensors
-        dst_num = dst.cache_desc.num_tensors
-        raise_if_false(
-            src_num == dst_num, f"src num_tensors:{src_num} and dst num_tensors:{dst_num} must be equal"
-        )
-        for src_block_index, dst_block_index in src_to_dst.items():
-            raise_if_false(
-                0 <= src_block_index < src.cache_desc.batch_size,
-                f"src_block_index:{src_block_index} must be in [0, {src.cache_desc.batch_size})",
-            )
-            raise_if_false(
-                0 <= dst_block_index < dst.cache_desc.batch_size,
-                f"dst_block_index:{dst_block_index} must be in [0, {dst.cache_desc.batch_size})",
-            )
+        _kv_common.check_block_pairs(src.cache_desc, dst.cache_desc, src_to_dst)
 
     @v1_call
     def swap_blocks(self, src: KvCache, dst: KvCache, src_to_dst: Dict[int, int]) -> None:
         self._verify_caches(src, dst, src_to_dst)
-        src_placement = src.cache_desc.placement
-        dst_placement = dst.cache_desc.placement
-        is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
-        is_swap_out = src_placement == Placement.DEVICE and dst_placement == Placement.HOST
-        raise_if_false(
-            is_swap_in or is_swap_out,
-            f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
-        )
-        block_size = src.cache_desc.size // src.cache_desc.batch_size
         src_addrs = [a for addrs in src.per_device_tensor_addrs for a in addrs]
         dst_addrs = [a for addrs in dst.per_device_tensor_addrs for a in addrs]
-        pairs = list(src_to_dst.items())
-        request = door.SwapRequest(src_addrs, dst_addrs, block_size, pairs)
-        with engine_call("[swap_blocks]", "swap blocks failed"):
-            door.swap_blocks(self._world, request)
+        _kv_common.swap_blocks(self._world, src.cache_desc, dst.cache_desc, src_addrs, dst_addrs, src_to_dst)
 
     @v1_call
     def transfer_cache_async(
