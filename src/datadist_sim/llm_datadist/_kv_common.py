@@ -142,7 +142,7 @@ def swap_blocks(
     """The rest of ``swap_blocks`` in both packages once the caches are checked: only host to device or
     device to host (hixl ``v2/cache_manager.py:473-478``, ge ``kv_cache_manager.py:608-615``), then one
     engine call of whole blocks. The addresses are the one difference: v2 sends its one device's
-    (``v2/cache_manager.py:483-484``), v1 every device's (``kv_cache_manager.py:620-621``)."""
+    (``v2/cache_manager.py:484-485``), v1 every device's (``kv_cache_manager.py:621-622``)."""
     src_placement = src.placement
     dst_placement = dst.placement
     is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
