@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import Any
+from enum import Enum, IntEnum
+from typing import Any, Callable, Protocol, TypeVar
 
 _BASE = 0x5010B000
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class LLMStatusCode(IntEnum):
@@ -79,30 +80,74 @@ def code_2_status(status: int) -> LLMStatusCode:
     return _KNOWN.get(int(status), LLMStatusCode.LLM_FAILED)
 
 
-def handle_llm_status(status: int, func_name: str, other_info: object) -> None:
-    """Raise the real message form for a non-success engine code."""
-    if status != LLMStatusCode.LLM_SUCCESS:
-        code = code_2_status(status)
-        raise LLMException(f"{func_name} failed, error code is {code}, {other_info}.", status_code=code)
+# -- the raisers, one implementation for both packages ---------------------------------------------
+# The v2 package (hixl ``src/python/llm_datadist/llm_datadist/status.py:127-144``) and the v1 package (ge
+# ``api/python/llm_datadist_v1/status.py:125-144``) write the same three helpers, each raising its own
+# exception class with its own enum; the factories below take those two and give a package its helpers.
+
+_E = TypeVar("_E", bound=Enum)
+_E_contra = TypeVar("_E_contra", bound=Enum, contravariant=True)
 
 
-def raise_if_false(
-    pred: object,
-    fmt: str,
-    *args: Any,
-    status_code: LLMStatusCode = LLMStatusCode.LLM_PARAM_INVALID,
-    **kwargs: Any,
-) -> None:
-    if not pred:
-        raise LLMException(fmt.format(*args, **kwargs), status_code=status_code)
+class HandleStatus(Protocol):
+    def __call__(self, status: Any, func_name: str, other_info: object) -> None: ...
 
 
-def raise_if_true(
-    pred: object,
-    fmt: str,
-    *args: Any,
-    status_code: LLMStatusCode = LLMStatusCode.LLM_PARAM_INVALID,
-    **kwargs: Any,
-) -> None:
-    if pred:
-        raise LLMException(fmt.format(*args, **kwargs), status_code=status_code)
+class RaiseIf(Protocol[_E_contra]):
+    def __call__(
+        self, pred: object, fmt: str, *args: Any, status_code: _E_contra = ..., **kwargs: Any
+    ) -> None: ...
+
+
+def _named(func: _F, name: str, module: str) -> _F:
+    """Give a made function the name and module a plain module-level one would have (for repr and pickle)."""
+    func.__name__ = func.__qualname__ = name
+    func.__module__ = module
+    return func
+
+
+def make_handle_llm_status(
+    error: Callable[..., Exception],
+    to_code: Callable[[Any], _E],
+    is_failure: Callable[[Any], bool],
+    module: str,
+) -> HandleStatus:
+    """``handle_llm_status`` raising ``error`` with ``to_code(status)`` when ``is_failure(status)``, which
+    reads the raw status (the v2 wrapper compares the integer itself, status.py:128, and converts it only
+    for the message)."""
+
+    def handle_llm_status(status: Any, func_name: str, other_info: object) -> None:
+        """Raise the real message form for a non-success engine code."""
+        if is_failure(status):
+            code = to_code(status)
+            raise error(f"{func_name} failed, error code is {code}, {other_info}.", status_code=code)
+
+    return _named(handle_llm_status, "handle_llm_status", module)
+
+
+def make_raise_ifs(
+    error: Callable[..., Exception], codes: type[_E], module: str
+) -> tuple[RaiseIf[_E], RaiseIf[_E]]:
+    """``raise_if_false`` and ``raise_if_true`` raising ``error``, by default with ``LLM_PARAM_INVALID``
+    of ``codes``."""
+    param_invalid = codes["LLM_PARAM_INVALID"]
+
+    def raise_if_false(
+        pred: object, fmt: str, *args: Any, status_code: _E = param_invalid, **kwargs: Any
+    ) -> None:
+        if not pred:
+            raise error(fmt.format(*args, **kwargs), status_code=status_code)
+
+    def raise_if_true(
+        pred: object, fmt: str, *args: Any, status_code: _E = param_invalid, **kwargs: Any
+    ) -> None:
+        if pred:
+            raise error(fmt.format(*args, **kwargs), status_code=status_code)
+
+    return _named(raise_if_false, "raise_if_false", module), _named(raise_if_true, "raise_if_true", module)
+
+
+handle_llm_status = make_handle_llm_status(
+    LLMException, code_2_status, lambda status: bool(status != LLMStatusCode.LLM_SUCCESS), __name__
+)
+raise_if_false, raise_if_true = make_raise_ifs(LLMException, LLMStatusCode, __name__)

@@ -99,33 +99,15 @@ def code_2_status(status: Any) -> LLMStatusCode:
         return LLMStatusCode.LLM_FAILED
 
 
-def handle_llm_status(status: Any, func_name: str, other_info: object) -> None:
-    """Raise the real message form for a non-success engine code, as the v1 class."""
-    code = code_2_status(status)
-    if code is not LLMStatusCode.LLM_SUCCESS:
-        raise LLMException(f"{func_name} failed, error code is {code}, {other_info}.", status_code=code)
-
-
-def raise_if_false(
-    pred: object,
-    fmt: str,
-    *args: Any,
-    status_code: LLMStatusCode = LLMStatusCode.LLM_PARAM_INVALID,
-    **kwargs: Any,
-) -> None:
-    if not pred:
-        raise LLMException(fmt.format(*args, **kwargs), status_code=status_code)
-
-
-def raise_if_true(
-    pred: object,
-    fmt: str,
-    *args: Any,
-    status_code: LLMStatusCode = LLMStatusCode.LLM_PARAM_INVALID,
-    **kwargs: Any,
-) -> None:
-    if pred:
-        raise LLMException(fmt.format(*args, **kwargs), status_code=status_code)
+handle_llm_status = _status.make_handle_llm_status(
+    LLMException,
+    code_2_status,
+    lambda status: code_2_status(status) is not LLMStatusCode.LLM_SUCCESS,
+    __name__,
+)
+"""Unlike the v2 helper this one reads the status through ``code_2_status`` first, so a code of either
+enum (``tensor.py`` passes a v1 member) is judged by its name."""
+raise_if_false, raise_if_true = _status.make_raise_ifs(LLMException, LLMStatusCode, __name__)
 
 
 # -- between the two packages -------------------------------------------------------------------------

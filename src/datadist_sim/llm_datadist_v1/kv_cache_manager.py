@@ -1,10 +1,11 @@
 """``KvCacheManager`` (KvCacheManager mode, real module ``llm_datadist_v1.kv_cache_manager``).
 
 Argument and role checks follow the real file in order; engine calls go to the instance's cache store in
-the world, whose ``SimError`` leaves as the v1 package's ``LLMException``. Differences from CacheManager
-mode (reference §7.2, §12): exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY``, a pull timeout
-``LLM_WAIT_PROCESS_TIMEOUT``, and ``deallocate_cache`` of an id the engine does not know is
-``LLM_KV_CACHE_NOT_EXIST``.
+the world, whose ``SimError`` leaves as the v1 package's ``LLMException``. Where the v1 engine answers
+differently from CacheManager mode: exhaustion is ``LLM_DEVICE_OUT_OF_MEMORY`` (ge
+``dflow/llm_datadist/v1/common/swap_impl.cc:216``), a pull timeout ``LLM_WAIT_PROCESS_TIMEOUT`` (its
+feed and fetch waits, ``v1/common/llm_flow_service.cc:162-187``), and ``deallocate_cache`` of an id the
+engine does not know is ``LLM_KV_CACHE_NOT_EXIST`` (``v1/common/cache_engine.cc:50``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
-from datadist_sim._world.door import ClusterNode, SimError, SimWorld
+from datadist_sim._world.door import ClusterNode, SimWorld
+from datadist_sim.llm_datadist import _kv_common
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import engine_call, engine_failed
+from datadist_sim.llm_datadist._engine import engine_call
 from datadist_sim.llm_datadist.configs import LLMRole
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -50,12 +52,16 @@ from datadist_sim.llm_datadist_v1._v1_errors import v1_call, v1_static
 from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
-_NUM_TENSORS_PER_LAYER = 2
-_UINT32_MAX, _INT64_MAX = 2**32 - 1, 2**63 - 1
+_NUM_TENSORS_PER_LAYER = _kv_common.NUM_TENSORS_PER_LAYER
 _PULL_KEY_TYPES: FrozenSet[type] = frozenset({CacheKey, CacheKeyByIdAndIndex})
 """The key classes ``pull_cache`` takes as they are (its plain happy-path check)."""
-_INVALID_ID = 2**64 - 1
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
+
+
+def _check_req_id(name: str, value: Any) -> None:
+    """v1's ``copy_cache`` takes any int as ``req_id``, where v2 wants a uint64 (ge
+    ``api/python/llm_datadist_v1/kv_cache_manager.py:555-556``)."""
+    check_isinstance(name, value, int)
 
 
 class KvCacheManager:
@@ -184,10 +190,9 @@ class KvCacheManager:
         )
         packed = pack_block_cache_key(prompt_cache_key)
         request = door.PullRequest(decoder_kv_cache.cache_id, packed, params, True)
-        try:
-            door.pull(self._world, self._node, request)
-        except SimError as exc:
-            engine_failed(exc, "[pull_blocks]", "prompt_cache_key = {}", prompt_cache_key)
+        _kv_common.submit_pull(
+            self._world, self._node, request, "[pull_blocks]", "prompt_cache_key = {}", prompt_cache_key
+        )
 
     @v1_call
     def pull_cache(
@@ -203,21 +208,15 @@ class KvCacheManager:
             and self._role == LLMRole.DECODER
             and type(cache_key) in _PULL_KEY_TYPES
             and type(kv_cache) is KvCache
-            and type(size) is int
-            and (size == -1 or 0 < size <= _INT64_MAX)
-            and type(batch_index) is int
-            and 0 <= batch_index <= _UINT32_MAX
+            and _kv_common.plain_pull_numbers(batch_index, size)
             and kv_cache._cache_desc.placement is not Placement.HOST  # ``_is_cpu_cache``, on the exact class
         ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
             packed = pack_pulled_key(cache_key)
-            params = door.whole_batch(size, batch_index, _NUM_TENSORS_PER_LAYER)
+            params = _kv_common.whole_batch(size, batch_index)
         else:
             packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
         request = door.PullRequest(kv_cache.cache_id, packed, params, False)
-        try:
-            door.pull(self._world, self._node, request)
-        except SimError as exc:
-            engine_failed(exc, "[pull_cache]", "cache_key = {}", cache_key)
+        _kv_common.submit_pull(self._world, self._node, request, "[pull_cache]", "cache_key = {}", cache_key)
 
     def _check_pull_cache(
         self,
@@ -301,30 +300,18 @@ class KvCacheManager:
         check_uint32("src_batch_index", src_batch_index)
         check_uint64("offset", offset)
         check_int64("size", size)
-        raise_if_false(
-            size == -1 or size > 0,
-            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
-            size,
-        )
-        if req_id is not None:
-            check_isinstance("req_id", req_id, int)
-        else:
-            req_id = _INVALID_ID
-        param: Tuple[Any, ...] = (
-            dst.cache_id,
-            src.cache_id,
+        _kv_common.copy_cache(
+            self._world,
+            self._node,
+            dst,
+            src,
             dst_batch_index,
             src_batch_index,
             offset,
             size,
             req_id,
-            [],
+            _check_req_id,
         )
-        with engine_call("[copy_cache]", f"param = {param}"):
-            request = door.CopyRequest(
-                dst.cache_id, src.cache_id, dst_batch_index, src_batch_index, offset, size
-            )
-            door.copy_cache(self._world, self._node, request)
 
     @v1_call
     def get_cache_tensors(self, cache: KvCache, tensor_index: int = 0) -> List[Tensor]:
@@ -350,45 +337,14 @@ class KvCacheManager:
         check_isinstance("src", src, KvCache)
         check_isinstance("dst", dst, KvCache)
         check_isinstance("src_to_dst", src_to_dst, dict, int)
-        src_block_size = src.cache_desc.size // src.cache_desc.batch_size
-        dst_block_size = dst.cache_desc.size // dst.cache_desc.batch_size
-        raise_if_false(
-            src_block_size == dst_block_size,
-            f"src block size:{src_block_size} and dst block size:{dst_block_size} must be equal",
-        )
-        src_num = src.cache_desc.num_tensors
-        dst_num = dst.cache_desc.num_tensors
-        raise_if_false(
-            src_num == dst_num, f"src num_tensors:{src_num} and dst num_tensors:{dst_num} must be equal"
-        )
-        for src_block_index, dst_block_index in src_to_dst.items():
-            raise_if_false(
-                0 <= src_block_index < src.cache_desc.batch_size,
-                f"src_block_index:{src_block_index} must be in [0, {src.cache_desc.batch_size})",
-            )
-            raise_if_false(
-                0 <= dst_block_index < dst.cache_desc.batch_size,
-                f"dst_block_index:{dst_block_index} must be in [0, {dst.cache_desc.batch_size})",
-            )
+        _kv_common.check_block_pairs(src.cache_desc, dst.cache_desc, src_to_dst)
 
     @v1_call
     def swap_blocks(self, src: KvCache, dst: KvCache, src_to_dst: Dict[int, int]) -> None:
         self._verify_caches(src, dst, src_to_dst)
-        src_placement = src.cache_desc.placement
-        dst_placement = dst.cache_desc.placement
-        is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
-        is_swap_out = src_placement == Placement.DEVICE and dst_placement == Placement.HOST
-        raise_if_false(
-            is_swap_in or is_swap_out,
-            f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
-        )
-        block_size = src.cache_desc.size // src.cache_desc.batch_size
         src_addrs = [a for addrs in src.per_device_tensor_addrs for a in addrs]
         dst_addrs = [a for addrs in dst.per_device_tensor_addrs for a in addrs]
-        pairs = list(src_to_dst.items())
-        request = door.SwapRequest(src_addrs, dst_addrs, block_size, pairs)
-        with engine_call("[swap_blocks]", "swap blocks failed"):
-            door.swap_blocks(self._world, request)
+        _kv_common.swap_blocks(self._world, src.cache_desc, dst.cache_desc, src_addrs, dst_addrs, src_to_dst)
 
     @v1_call
     def transfer_cache_async(

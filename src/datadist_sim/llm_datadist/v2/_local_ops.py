@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from datadist_sim._world import door
 from datadist_sim._world.door import ClusterNode, SimWorld
+from datadist_sim.llm_datadist import _kv_common
 from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
@@ -19,10 +20,7 @@ from datadist_sim.llm_datadist.utils.utils import (
 from datadist_sim.llm_datadist.v2._lifecycle import ManagerLifecycle
 from datadist_sim.llm_datadist.v2.llm_types import (
     Cache,
-    Placement,
 )
-
-_INVALID_ID = 2**64 - 1
 
 
 class LocalCacheOps(ManagerLifecycle):
@@ -65,30 +63,18 @@ class LocalCacheOps(ManagerLifecycle):
         check_int64("size", size)
         raise_if_true(src.is_blocks_cache, "param check failed, src cache can not be blocks cache.")
         raise_if_true(dst.is_blocks_cache, "param check failed, dst cache can not be blocks cache.")
-        raise_if_false(
-            size == -1 or size > 0,
-            "[copy_cache] param check failed, size ({0}) is invalid, should be = -1 or > 0",
-            size,
-        )
-        if req_id is not None:
-            check_uint64("req_id", req_id)
-        else:
-            req_id = _INVALID_ID
-        param: Tuple[Any, ...] = (
-            dst.cache_id,
-            src.cache_id,
+        _kv_common.copy_cache(
+            self._world,
+            self._node,
+            dst,
+            src,
             dst_batch_index,
             src_batch_index,
             offset,
             size,
             req_id,
-            [],
+            check_uint64,
         )
-        with engine_call("[copy_cache]", f"param = {param}"):
-            request = door.CopyRequest(
-                dst.cache_id, src.cache_id, dst_batch_index, src_batch_index, offset, size
-            )
-            door.copy_cache(self._world, self._node, request)
 
     @staticmethod
     def _verify_caches(src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
@@ -97,45 +83,19 @@ class LocalCacheOps(ManagerLifecycle):
         raise_if_false(src_cache.is_blocks_cache, "param check failed, src cache should be blocks cache.")
         raise_if_false(dst_cache.is_blocks_cache, "param check failed, dst cache should be blocks cache.")
         check_isinstance("src_to_dst", src_to_dst, dict, int)
-        src_block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
-        dst_block_size = dst_cache.cache_desc.size // dst_cache.cache_desc.batch_size
-        raise_if_false(
-            src_block_size == dst_block_size,
-            f"src block size:{src_block_size} and dst block size:{dst_block_size} must be equal",
-        )
-        src_num = src_cache.cache_desc.num_tensors
-        dst_num = dst_cache.cache_desc.num_tensors
-        raise_if_false(
-            src_num == dst_num, f"src num_tensors:{src_num} and dst num_tensors:{dst_num} must be equal"
-        )
-        src_block_num = src_cache.cache_desc.batch_size
-        dst_block_num = dst_cache.cache_desc.batch_size
-        for src_block_index, dst_block_index in src_to_dst.items():
-            raise_if_false(
-                0 <= src_block_index < src_block_num,
-                f"src_block_index:{src_block_index} must be in [0, {src_block_num})",
-            )
-            raise_if_false(
-                0 <= dst_block_index < dst_block_num,
-                f"dst_block_index:{dst_block_index} must be in [0, {dst_block_num})",
-            )
+        _kv_common.check_block_pairs(src_cache.cache_desc, dst_cache.cache_desc, src_to_dst)
 
     @api_call
     def swap_blocks(self, src_cache: Cache, dst_cache: Cache, src_to_dst: Dict[int, int]) -> None:
         self._check_is_inited()
         self._verify_caches(src_cache, dst_cache, src_to_dst)
-        src_placement = src_cache.cache_desc.placement
-        dst_placement = dst_cache.cache_desc.placement
-        is_swap_in = src_placement == Placement.HOST and dst_placement == Placement.DEVICE
-        is_swap_out = src_placement == Placement.DEVICE and dst_placement == Placement.HOST
-        raise_if_false(
-            is_swap_in or is_swap_out,
-            f"swap src placement:{src_placement} to dst placement:{dst_placement} is not support",
+        _kv_common.swap_blocks(
+            self._world,
+            src_cache.cache_desc,
+            dst_cache.cache_desc,
+            src_cache.tensor_addrs,
+            dst_cache.tensor_addrs,
+            src_to_dst,
         )
-        block_size = src_cache.cache_desc.size // src_cache.cache_desc.batch_size
-        pairs = list(src_to_dst.items())
-        request = door.SwapRequest(src_cache.tensor_addrs, dst_cache.tensor_addrs, block_size, pairs)
-        with engine_call("[swap_blocks]", "swap blocks failed"):
-            door.swap_blocks(self._world, request)
 
     # -- not yet simulated ---------------------------------------------------------------------------

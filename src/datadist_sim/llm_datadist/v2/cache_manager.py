@@ -13,9 +13,10 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import door
-from datadist_sim._world.door import ClusterNode, SimError, SimWorld
+from datadist_sim._world.door import ClusterNode, SimWorld
+from datadist_sim.llm_datadist import _kv_common
 from datadist_sim.llm_datadist._async import start_transfer
-from datadist_sim.llm_datadist._engine import api_call, engine_call, engine_failed
+from datadist_sim.llm_datadist._engine import api_call, engine_call
 from datadist_sim.llm_datadist.status import raise_if_false, raise_if_true
 from datadist_sim.llm_datadist.utils.utils import (
     check_int64,
@@ -48,8 +49,7 @@ from datadist_sim.llm_datadist.v2.llm_utils import (
 )
 
 _log = logging.getLogger("datadist_sim.llm_datadist")
-_NUM_TENSORS_PER_LAYER = 2
-_UINT32_MAX, _INT64_MAX = 2**32 - 1, 2**63 - 1
+_NUM_TENSORS_PER_LAYER = _kv_common.NUM_TENSORS_PER_LAYER
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 BlockList = Union[Tuple[int, ...], List[int]]
 _BLOCK_LISTS = (list, tuple)
@@ -272,10 +272,9 @@ class CacheManager(LocalCacheOps, PushOps):
         else:
             packed, params = self._check_pull_blocks(src_cache_key, dst_cache, src_blocks, dst_blocks, kwargs)
         request = door.PullRequest(dst_cache.cache_id, packed, params, True)
-        try:
-            door.pull(self._world, self._node, request)
-        except SimError as exc:
-            engine_failed(exc, "[pull_blocks]", "src_cache_key = {}", src_cache_key)
+        _kv_common.submit_pull(
+            self._world, self._node, request, "[pull_blocks]", "src_cache_key = {}", src_cache_key
+        )
         _log.info("[pull_blocks] success")
 
     @staticmethod
@@ -344,13 +343,10 @@ class CacheManager(LocalCacheOps, PushOps):
             not kwargs
             and type(cache_key) in self._pull_key_types
             and type(cache) is Cache
-            and type(batch_index) is int
-            and 0 <= batch_index <= _UINT32_MAX
-            and type(size) is int
-            and (size == -1 or 0 < size <= _INT64_MAX)
+            and _kv_common.plain_pull_numbers(batch_index, size)
             and not cache._is_blocks_cache
         ):  # every check below passes: skip to the translation
-            params = door.whole_batch(size, batch_index, _NUM_TENSORS_PER_LAYER)
+            params = _kv_common.whole_batch(size, batch_index)
         else:
             src_idx, dst_idx, tensor_num_per_layer = self._check_pull_cache(
                 cache_key, cache, batch_index, size, kwargs
@@ -360,10 +356,7 @@ class CacheManager(LocalCacheOps, PushOps):
             )
         packed = pack_pulled_key(cache_key)
         request = door.PullRequest(cache.cache_id, packed, params, False)
-        try:
-            door.pull(self._world, self._node, request)
-        except SimError as exc:
-            engine_failed(exc, "[pull_cache]", "cache_key = {}", cache_key)
+        _kv_common.submit_pull(self._world, self._node, request, "[pull_cache]", "cache_key = {}", cache_key)
         _log.info("[pull_cache] success")
 
     def _check_pull_cache(
