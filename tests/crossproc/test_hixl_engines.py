@@ -15,7 +15,7 @@ pytestmark = pytest.mark.crossproc
 
 SIZE = 512 << 10
 SMALL = 4 << 10
-SUCCESS, PARAM_INVALID, NOT_CONNECTED, ALREADY_CONNECTED = 0, 103900, 103902, 103903
+SUCCESS, PARAM_INVALID, NOT_CONNECTED, ALREADY_CONNECTED, FAILED = 0, 103900, 103902, 103903, 503900
 COMPLETED = 1
 
 
@@ -58,3 +58,18 @@ def test_hixl_engines_in_two_processes_read_and_write_each_others_memory(fabric:
     server.tell("end")
     server.expect("done")
     assert (client.finish(), server.finish()) == (0, 0)
+
+
+def test_a_hixl_engine_whose_process_dies_is_gone_for_its_peers(fabric: Fabric) -> None:
+    """The fabric finalizes a lost process's engines; a transfer to a finalized engine is ``FAILED``
+    and writes nothing (docs/hixl_engine_facts.md, "hixl engines across processes")."""
+    server = fabric.start("hixl_pair.py", "server")
+    client = fabric.start("hixl_pair.py", "client_lost")
+    client.tell(server.expect("addr"))
+    assert int(client.expect("read")) == SUCCESS
+    server.kill()
+    client.tell()
+    assert int(client.expect("read_after_loss")) == FAILED
+    assert client.expect("untouched") == "True"
+    client.expect("done")
+    assert client.finish() == 0

@@ -104,5 +104,31 @@ def client() -> None:
     say("done")
 
 
+def client_of_a_lost_server() -> None:
+    """Connects and reads once; told that the server's process is gone, waits until the fabric has
+    seen it go, and reads again."""
+    import time
+
+    from datadist_sim import fabric
+
+    remote_addr = int(line())
+    engine = hixl.Hixl()
+    assert engine.initialize(CLIENT, {}) == hixl.SUCCESS
+    buf = (ctypes.c_uint8 * SMALL)()
+    addr = ctypes.addressof(buf)
+    assert engine.register_mem(hixl.MemDesc(addr, SMALL), hixl.MemType.MEM_HOST)[0] == hixl.SUCCESS
+    assert engine.connect(SERVER) == hixl.SUCCESS
+    descs = [hixl.TransferOpDesc(addr, remote_addr, SMALL)]
+    say("read", engine.transfer_sync(SERVER, hixl.TransferOp.READ, descs))
+    line()
+    while fabric.status()["processes"] > 1:
+        time.sleep(0.05)
+    ctypes.memset(buf, 0x55, SMALL)
+    say("read_after_loss", engine.transfer_sync(SERVER, hixl.TransferOp.READ, descs))
+    say("untouched", bytes(buf) == b"\x55" * SMALL)
+    engine.finalize()
+    say("done")
+
+
 if __name__ == "__main__":
-    server() if sys.argv[1] == "server" else client()
+    {"server": server, "client": client, "client_lost": client_of_a_lost_server}[sys.argv[1]]()
