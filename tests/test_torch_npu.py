@@ -149,3 +149,28 @@ def test_a_stub_put_in_sys_modules_before_torch_keeps_torch_plain(tmp_path: Path
 def test_without_a_torch_npu_of_its_own_the_program_gets_the_stand_in(tmp_path: Path) -> None:
     program = "import torch\ntorch.npu.set_device(2)\nprint(torch.npu.current_device(), torch.npu.__doc__)\n"
     assert _run_with_stub(tmp_path, program) == f"2 {_torch_npu._DOC}"
+
+
+def test_factories_take_device_npu_as_this_processs_memory() -> None:
+    """CPU torch refuses ``device="npu"``; the hixl sample makes its buffers that way
+    (``hixl_d2rd_multiproc_sample.py:180-182, 263``), so the stand-in makes them in CPU memory."""
+    torch = _fake_torch()
+
+    def full(size: Any, value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+        if device not in (None, "cpu"):
+            raise RuntimeError(f"Expected one of cpu... device type at start of device string: {device}")
+        return torch.Tensor([value] * size[0])
+
+    torch.full = full
+    try:
+        with pytest.raises(RuntimeError):
+            torch.full((2,), 7, device="npu")
+        _torch_npu.patch(torch)
+        assert torch.full((2,), 7, device="npu").data == [7, 7]
+        assert torch.full((1,), 1, device="npu:3").data == [1]
+        with pytest.raises(RuntimeError):  # other devices are torch's to refuse, as before
+            torch.full((2,), 7, device="cuda")
+        _torch_npu._step_aside(torch)
+        assert torch.full is full
+    finally:
+        sys.modules.pop("torch.npu", None)

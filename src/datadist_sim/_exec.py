@@ -2,7 +2,7 @@
 
 A temporary directory put first on ``PYTHONPATH`` holds a ``sitecustomize`` module, so every Python
 process the program starts (the program itself, its workers, a ``bash`` script's ``python``) calls
-``boot()`` the first time it imports ``llm_datadist``, ``llm_datadist_v1``, ``datadist_sim`` or
+``boot()`` the first time it imports ``llm_datadist``, ``llm_datadist_v1``, ``hixl``, ``datadist_sim`` or
 ``pytest``: ``datadist_sim.install()``, the seed, logging and the trace, all from environment variables.
 A process that imports none of them pays nothing. pytest boots on its own import: its assertion-rewrite
 hook later sits in front of this one and would load the ``datadist_sim`` plugin past it, leaving
@@ -39,7 +39,7 @@ EXIT_NOT_FOUND = 127
 
 _SITECUSTOMIZE = '''\
 """Written by `datadist-sim exec`: the first import of llm_datadist, llm_datadist_v1, datadist_sim or pytest
-installs the fake (datadist_sim._exec.boot); the sitecustomize this one shadows still runs."""
+(or hixl) installs the fake (datadist_sim._exec.boot); the sitecustomize this one shadows still runs."""
 import importlib.machinery
 import importlib.util
 import os
@@ -62,7 +62,7 @@ class _InstalledLoader:
 
 
 class _DatadistSimBoot:
-    names = ("llm_datadist", "llm_datadist_v1", "datadist_sim")
+    names = ("llm_datadist", "llm_datadist_v1", "hixl", "datadist_sim")
     # pytest: boot before its assertion-rewrite hook goes in front of this finder and before any
     # conftest runs, so a conftest's "MagicMock unless already imported" sees the fake.
     early = ("pytest", "_pytest")

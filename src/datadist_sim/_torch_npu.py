@@ -69,6 +69,30 @@ def _to_npu(self: Any, device: Any = None, non_blocking: bool = False, **kwargs:
     return self.clone()
 
 
+FACTORIES = ("empty", "full", "ones", "zeros", "tensor", "arange", "rand", "randn", "randint")
+"""torch's tensor factories that take ``device=``: the hixl sample makes its buffers with
+``torch.full(..., device="npu")`` and ``torch.zeros(..., device="npu")``
+(hicann/hixl ``examples/python/hixl/hixl_d2rd_multiproc_sample.py:180-182, 263``)."""
+
+
+def _on_npu(device: Any) -> bool:
+    return isinstance(device, str) and device.split(":", 1)[0] == "npu"
+
+
+def _factory(make: Any) -> Any:
+    """``make`` taking ``device="npu"`` (or ``"npu:N"``) as this process's memory, which is what the
+    simulated device memory is; CPU torch refuses a device string it has no backend for."""
+
+    def made_on_npu(*args: Any, **kwargs: Any) -> Any:
+        if _on_npu(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        return make(*args, **kwargs)
+
+    made_on_npu.__doc__ = _DOC
+    made_on_npu.__wrapped__ = make  # type: ignore[attr-defined]
+    return made_on_npu
+
+
 def patch(torch: Any) -> bool:
     """Give ``torch`` the stand-in; False (and nothing changed) when it has an ``npu`` already, or when
     the program has a ``torch_npu`` of its own (imported, or put in ``sys.modules`` by a test's stub)."""
@@ -86,6 +110,10 @@ def _fill_in(torch: Any) -> None:
         sys.modules["torch.npu"] = module
     if not hasattr(torch.Tensor, "npu"):
         torch.Tensor.npu = _to_npu
+    for name in FACTORIES:
+        make = getattr(torch, name, None)
+        if make is not None and not _ours(make):
+            setattr(torch, name, _factory(make))
 
 
 def _ours(value: Any) -> bool:
@@ -101,6 +129,10 @@ def _step_aside(torch: Any) -> None:
             del sys.modules["torch.npu"]
     if _ours(torch.Tensor.__dict__.get("npu")):
         del torch.Tensor.npu
+    for name in FACTORIES:
+        made = getattr(torch, name, None)
+        if made is not None and _ours(made):
+            setattr(torch, name, made.__wrapped__)
 
 
 def _own_torch_npu() -> bool:

@@ -32,6 +32,7 @@ from datadist_sim._world.hixl_engines import (
     live,
     poll_wait,
 )
+from datadist_sim._world.ownership import enter_copy, leave_copy
 
 if TYPE_CHECKING:
     from datadist_sim._world.world import SimWorld
@@ -117,9 +118,14 @@ def _checked(engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc]
         raise
 
 
-def _copy(world: SimWorld, engine: HixlEngine, remote: str, copies: List[Desc]) -> None:
+def _copy(world: SimWorld, engine: HixlEngine, remote: str, write: bool, copies: List[Desc]) -> None:
     """Move the bytes, all or nothing (``AddressSpace.copy_ranges``); memory the address space cannot
-    vouch for is refused as it refuses it, a poisoned range is ``FAILED``."""
+    vouch for is refused as it refuses it, a poisoned range is ``FAILED``. The two engines are named as
+    the copy's parties: where engines live in different processes (the fabric), a pointer means memory
+    only of the process whose engine registered it, so each side is read or written by its engine's
+    process (a READ writes the caller's, a WRITE the peer's), never one chosen by the number alone."""
+    peer = engine.peers[remote]
+    before = enter_copy(peer, engine) if write else enter_copy(engine, peer)
     try:
         world.space_copy(copies)
     except SimError as exc:
@@ -128,6 +134,8 @@ def _copy(world: SimWorld, engine: HixlEngine, remote: str, copies: List[Desc]) 
         if code is LLMStatusCode.LLM_PARAM_INVALID:
             raise
         raise SimError(_F, exc.message) from None
+    finally:
+        leave_copy(before)
 
 
 def _duration(world: SimWorld, copies: List[Desc]) -> float:
@@ -162,7 +170,7 @@ def transfer(
             raise SimError(
                 LLMStatusCode.LLM_TIMEOUT, f"transfer of {len(copies)} ranges outlasts {timeout_s} s"
             )
-        _copy(world, engine, remote, copies)
+        _copy(world, engine, remote, write, copies)
         clock = world.clock
         if type(clock) is VirtualClock and not other_threads():
             clock.pass_alone(duration)  # no one can wait on the clock: it needs no lock of its own
@@ -182,7 +190,7 @@ def transfer_start(
         copies = _checked(engine, remote, write, descs)
         outcome = hixl_faults.transfer_async(world, engine, remote)
         if outcome.moves:
-            _copy(world, engine, remote, copies)
+            _copy(world, engine, remote, write, copies)
         duration = _duration(world, copies) + outcome.extra_s
         req = engine.next_req
         engine.next_req += 1

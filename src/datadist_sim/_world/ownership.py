@@ -120,12 +120,15 @@ def check_destinations(world: SimWorld, remote_id: int, ranges: Sequence[Tuple[i
 # destination's process to write and the source's to read, never a process chosen by the address alone.
 
 _parties = threading.local()
-Parties = Optional[Tuple[int, int]]
+Parties = Optional[Tuple[object, object]]
+"""A copy's two sides: cluster ids for an LLM-DataDist transfer, ``HixlEngine`` objects for a hixl one
+(an engine has no cluster id; the fabric knows which process opened it)."""
 
 
-def enter_copy(dst_cluster: int, src_cluster: int) -> Parties:
-    """Name ``(destination, source)`` clusters of the copies this thread runs next; returns what was named
-    before, for ``leave_copy`` (plain calls, not a context manager: a small pull runs this each time)."""
+def enter_copy(dst_cluster: object, src_cluster: object) -> Parties:
+    """Name ``(destination, source)`` clusters (or hixl engines) of the copies this thread runs next;
+    returns what was named before, for ``leave_copy`` (plain calls, not a context manager: a small pull
+    runs this each time)."""
     before: Parties = getattr(_parties, "value", None)
     _parties.value = (dst_cluster, src_cluster)
     return before
@@ -136,6 +139,7 @@ def leave_copy(before: Parties) -> None:
 
 
 def copy_parties() -> Parties:
-    """``(destination, source)`` clusters of the transfer this thread is running, or None."""
+    """``(destination, source)`` clusters (or hixl engines) of the transfer this thread is running, or
+    None."""
     found: Parties = getattr(_parties, "value", None)
     return found

@@ -29,8 +29,8 @@ MEMORY_TIMEOUT_S = 30.0
 
 DST, SRC = 0, 1
 """Which party of a copy (``door.copy_parties``) a range belongs to."""
-SessionOf = Callable[[int], Optional[Session]]
-"""The process that runs a cluster (None if no live process does)."""
+SessionOf = Callable[[object], Optional[Session]]
+"""The process that runs a cluster, or owns a hixl engine (None if no live process does)."""
 Holders = Callable[[int, int], List[Session]]
 """The processes whose live registered memory holds a range."""
 

@@ -33,6 +33,7 @@ from datadist_sim._world.door import (
 from datadist_sim.fabric import codec
 from datadist_sim.fabric.address import FabricAddress
 from datadist_sim.fabric.fdpass import hand_over
+from datadist_sim.fabric.hixl_host import HixlOwners, HostedHixl
 from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
 from datadist_sim.fabric.loop import Connection, SelectorLoop
 from datadist_sim.fabric.pool import WorkerPool
@@ -61,6 +62,7 @@ class FabricServer:
         self.space = SharedAddressSpace(self.raw, backed=world.memory.backed)
         world.memory = self.space
         self.by_handle = by_handle_types()
+        self.hixl = HixlOwners()
         self.sessions: Set[Session] = set()
         self.pool = WorkerPool("fabric-call")
         self._lock = threading.Lock()
@@ -212,6 +214,7 @@ class FabricServer:
         with self._lock:
             self.sessions.discard(session)
         session.close_calls()
+        self.hixl.session_lost(session)
         with self.world.lock:
             lost = list(session.clusters)
             session.lost.update(session.clusters)
@@ -283,6 +286,8 @@ class FabricServer:
             fd, size = lend(payload[0])
             hand_over(fd)
             return size
+        if kind == "new_hixl":
+            return session.handle_of(HostedHixl(self.hixl))
         if kind == "fn" and payload[0] == "coverage":
             return session.coverage.as_dict()
         if kind == "fn":
@@ -318,8 +323,12 @@ class FabricServer:
         others = [cid for cid in session.clusters if cid != obj.cluster_id]
         raise_if_false(not others, "Cannot init multiple LLMDataDists", status_code=LLMStatusCode.LLM_FAILED)
 
-    def session_of(self, cluster_id: int) -> Optional[Session]:
-        """The live process that runs ``cluster_id``."""
+    def session_of(self, party: object) -> Optional[Session]:
+        """The live process that runs cluster ``party``, or whose ``hixl.Hixl`` opened engine ``party``
+        (the two kinds of party a copy names, ``door.copy_parties``)."""
+        if not isinstance(party, int):
+            return self.hixl.owner(party)
+        cluster_id = party
         with self._lock:
             sessions = list(self.sessions)
         for session in sessions:
