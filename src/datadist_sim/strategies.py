@@ -72,10 +72,10 @@ def rule_specs(
     cluster = draw(st.sampled_from(list(clusters)))
     if kind in WORLD_ACTIONS:
         spec["cluster"] = cluster
-        if kind == "partition":
+        if ACTION_TABLE[kind].hits == "pair":
             spec["remote"] = draw(st.sampled_from([c for c in clusters if c != cluster] or list(clusters)))
-        if kind == "cap_pool":
-            spec["nbytes"] = draw(st.sampled_from([0, 1 << 16, 1 << 20]))
+        if ACTION_TABLE[kind].sizes:
+            spec["nbytes"] = draw(st.sampled_from(ACTION_TABLE[kind].sizes))
         if ACTION_TABLE[kind].heals:
             spec["heal_after_s"] = draw(st.floats(0.001, horizon_s))
     elif draw(st.booleans()):

@@ -148,15 +148,17 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
     elif kind in CALL_KINDS:  # cut_link, poison: inside transfers only
         if applies_to(kind, site.op):
             yield {"action": kind, **where}
-    elif kind in ("cap_pool", "exhaust_pool") and site.cluster is not None:
-        extra: Spec = {"nbytes": 0} if kind == "cap_pool" else {}
-        yield {"action": kind, **extra, **where}
-    elif kind in ("hang", "kill", "partition"):
+    elif ACTION_TABLE[kind].hits == "pool":
+        if site.cluster is not None:
+            sizes = ACTION_TABLE[kind].sizes
+            extra: Spec = {"nbytes": sizes[0]} if sizes else {}
+            yield {"action": kind, **extra, **where}
+    elif ACTION_TABLE[kind].world:
         # A world rule's cluster is the one it hits; it counts the op's calls on every cluster.
         nth = _global_nth(site, baseline)
         for other in baseline.others(site.cluster):
             rule: Spec = {"action": kind, "op": site.op, "nth": nth, "cluster": other}
-            if kind == "partition":
+            if ACTION_TABLE[kind].hits == "pair":
                 if site.cluster is None or site.cluster == other:
                     continue
                 rule = {**rule, "cluster": site.cluster, "remote": other}
@@ -317,11 +319,12 @@ def _trigger(rng: random.Random, site: CallSite, baseline: Baseline) -> Spec:
 def _world_target(rng: random.Random, baseline: Baseline, kind: str, site: CallSite) -> Spec:
     clusters = baseline.clusters or [0]
     cluster = rng.choice(clusters)
-    if kind in ("partition", "cut_link"):
+    action = ACTION_TABLE[kind]
+    if action.hits == "pair":
         others = baseline.others(cluster)
         return {"cluster": cluster, "remote": rng.choice(others)}
-    if kind == "cap_pool":
-        return {"cluster": cluster, "nbytes": rng.choice([0, 1 << 16, 1 << 20])}
+    if action.sizes:
+        return {"cluster": cluster, "nbytes": rng.choice(action.sizes)}
     return {"cluster": cluster}
 
 

@@ -53,19 +53,25 @@ class Action:
     (``engine_codes``); a delay or a cut link gives the call's own timeout."""
     heals: bool = True
     """What it did is undone when the rule heals (``heal_after_s``, ``end_s``)."""
+    hits: str = "call"
+    """What a rule of it names besides the call: ``"call"`` nothing more, ``"cluster"`` the cluster it
+    hits, ``"pair"`` a cluster and its ``remote`` (the link between them), ``"pool"`` a cluster's
+    memory pool."""
+    sizes: Tuple[int, ...] = ()
+    """The ``nbytes`` a generated rule of it picks from (explore, the strategies); empty: it takes none."""
 
 
 _ROWS = (
     Action("fail", world=False, at_door=True, coded=True),
     Action("delay", world=False, at_door=True),
     Action("timeout", world=False, at_door=True, coded=True),
-    Action("cut_link", world=False, transfer_only=True, timed=True),
+    Action("cut_link", world=False, transfer_only=True, timed=True, hits="pair"),
     Action("poison", world=False, transfer_only=True, coded=True),
-    Action("partition", world=True, timed=True),
-    Action("hang", world=True, timed=True),
-    Action("kill", world=True, timed=True, heals=False),
-    Action("cap_pool", world=True, timed=True),
-    Action("exhaust_pool", world=True, timed=True),
+    Action("partition", world=True, timed=True, hits="pair"),
+    Action("hang", world=True, timed=True, hits="cluster"),
+    Action("kill", world=True, timed=True, heals=False, hits="cluster"),
+    Action("cap_pool", world=True, timed=True, hits="pool", sizes=(0, 1 << 16, 1 << 20)),
+    Action("exhaust_pool", world=True, timed=True, hits="pool"),
 )
 
 ACTION_TABLE: Dict[str, Action] = {row.name: row for row in _ROWS}
