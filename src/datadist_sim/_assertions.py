@@ -10,8 +10,7 @@ from typing import Any, List, Optional, Type, Union
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_hixl import HixlCode
-from datadist_sim._world.trace import TraceEvent
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.surface import SimWorld, TraceEvent
 
 __all__ = ["CodeLike", "assert_llm_error", "assert_traced"]
 

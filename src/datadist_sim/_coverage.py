@@ -4,7 +4,7 @@ print ``CodeCoverage.report()``.
 
 Nothing is recorded twice: the face already traces every public call with its outcome (``api_call`` in
 ``llm_datadist/_engine.py``), and a ``CodeCoverage`` started here sees each such trace event as it is
-recorded, in every world of the process (``trace.observe_calls``), before the bounded trace buffer can
+recorded, in every world of the process (``observe_calls``), before the bounded trace buffer can
 drop it. One call counts once for each distinct code it gave the client: the code it raised or returned, plus
 the per-cluster codes ``link_clusters``/``unlink_clusters`` return and the per-config results of
 ``CacheTask.get_results``. Outcomes that are Python exceptions (``TypeError``, ``ValueError``...) are
@@ -14,7 +14,7 @@ Calls of the ``hixl`` engine API (``hixl.<method>``) give hixl's own codes (``SU
 ``HixlCode``); they are counted apart, in a table of their own, against the codes the ``hixl-engine``
 rows of the code table give.
 
-It also notes the engine mode of every instance brought up (``trace.observe_nodes``), and measures the
+It also notes the engine mode of every instance brought up (``observe_nodes``), and measures the
 codes received against those the real engine can give in those modes (``faults.engine_codes``): a code
 no operation can give in ``v2`` mode is no gap of a ``v2`` client's tests.
 """
@@ -30,8 +30,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_hixl import HixlCode
 from datadist_sim._status_table import STATUS_TABLE
-from datadist_sim._world import trace
-from datadist_sim._world.trace import TraceEvent
+from datadist_sim._world.surface import TraceEvent, observe_calls, observe_nodes
 from datadist_sim.faults import engine_codes
 
 __all__ = ["CodeCoverage"]
@@ -98,8 +97,8 @@ class CodeCoverage:
     def start(self) -> CodeCoverage:
         """Count every call of every world from now on (until ``stop``); returns self."""
         if self._stop is None:
-            self._stop = trace.observe_calls(self.count)
-            self._stop_nodes = trace.observe_nodes(self.note_mode)
+            self._stop = observe_calls(self.count)
+            self._stop_nodes = observe_nodes(self.note_mode)
         return self
 
     def stop(self) -> None:

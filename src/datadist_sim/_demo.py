@@ -13,8 +13,7 @@ import numpy as np
 
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._views import tensor_views
-from datadist_sim._world.trace import summarise
-from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim._world.surface import SimConfig, SimWorld, summarise
 from datadist_sim.faults.rules import Fault
 from datadist_sim.llm_datadist import (
     CacheDesc,

@@ -102,7 +102,7 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
     """
     import datadist_sim
     from datadist_sim import _log, _torch_npu
-    from datadist_sim._world.trace import open_trace_sink
+    from datadist_sim._world.surface import open_trace_sink
 
     env = os.environ if environ is None else environ
     try:
@@ -137,7 +137,7 @@ def boot(environ: Optional[Mapping[str, str]] = None) -> None:
 def _child_trace(world: Any, template: str) -> None:
     """A forked child's own ``{pid}`` trace file; if it cannot be had, no trace for that child (never
     its parent's file, which the child would otherwise go on writing into)."""
-    from datadist_sim._world.trace import open_trace_sink
+    from datadist_sim._world.surface import open_trace_sink
 
     try:
         sink: Optional[IO[str]] = open_trace_sink(template)

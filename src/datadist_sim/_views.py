@@ -9,10 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import address_space
-from datadist_sim._world.current import current_world
-from datadist_sim._world.errors import MemoryAccessError, SimError
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world import surface
+from datadist_sim._world.surface import MemoryAccessError, SimError, SimWorld, current_world
 
 if TYPE_CHECKING:
     from datadist_sim.llm_datadist.data_type import DataType
@@ -66,6 +64,6 @@ def tensor_views(
     else:
         np_dtype = dtype
     try:
-        return address_space.tensor_views(space, addrs, shape, np.dtype(np_dtype))
+        return surface.tensor_views(space, addrs, shape, np.dtype(np_dtype))
     except SimError as exc:
         raise MemoryAccessError(exc.code, exc.message) from None

@@ -24,9 +24,7 @@ import selectors
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Coroutine, Mapping, Optional, TypeVar, Union
 
-from datadist_sim._world.clock import VirtualClock
-from datadist_sim._world.current import current_world
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.surface import SimWorld, VirtualClock, current_world
 
 __all__ = ["VirtualTimeEventLoop", "event_loop_policy", "run", "to_thread", "wrap"]
 

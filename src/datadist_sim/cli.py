@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a scenario on the reference workload (or ``--client``); 1 when a code it promises did not
     appear or requests were lost, and says which."""
     from datadist_sim import scenarios
-    from datadist_sim._world.trace import expand_trace_path
+    from datadist_sim._world.surface import expand_trace_path
     from datadist_sim.scenarios.runner import run, self_check
 
     if args.list or not args.scenario:
@@ -120,7 +120,7 @@ def _run_client(args: argparse.Namespace, scenario: Scenario) -> int:
     workload; 1 when the function raises, when no fault fired and a promised code never reached the
     client, or when a self-check's traces differ; 2 when it cannot be loaded."""
     from datadist_sim._target import load_target
-    from datadist_sim._world.trace import expand_trace_path
+    from datadist_sim._world.surface import expand_trace_path
     from datadist_sim.scenarios.client_run import fake_installed, run_client
 
     with fake_installed():  # the user's module may `import llm_datadist` at its top

@@ -32,8 +32,7 @@ from datadist_sim import _log
 from datadist_sim._assertions import TRACE_LINES, assert_llm_error, assert_traced
 from datadist_sim._coverage import CodeCoverage
 from datadist_sim._install import installed, is_installed
-from datadist_sim._world.clock import VirtualClock
-from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim._world.surface import SimConfig, SimWorld, VirtualClock
 from datadist_sim.faults.plan import only_masked, unfired_notes
 from datadist_sim.timepatch import patch_time
 

@@ -22,7 +22,7 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_table import STATUS_TABLE, retryable_codes
 from datadist_sim._status_v1 import LLMStatusCode as V1Code
 from datadist_sim._status_v1 import as_code, code_of
-from datadist_sim._world.clock import Clock
+from datadist_sim._world.surface import Clock
 
 T = TypeVar("T")
 CodeLike = Union[LLMStatusCode, V1Code, int, str]

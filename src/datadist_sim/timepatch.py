@@ -26,9 +26,7 @@ import time
 from types import ModuleType
 from typing import Callable, Dict, Iterator, List, Sequence, Tuple, Union
 
-from datadist_sim._world.clock import VirtualClock
-from datadist_sim._world.current import current_world
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.surface import SimWorld, VirtualClock, current_world
 
 __all__ = ["is_patched", "patch_time"]
 

@@ -8,9 +8,8 @@ share everything after their own checks. The names a face needs to hold world ob
 ``ClusterNode``, ``SimError`` ...) are re-exported here, so a face imports this module and no other of
 the world.
 
-The fabric (cross-process mode) comes through the same door: it builds and serves a ``SimWorld`` (its
-``SimConfig``, a ``RealClock``, the trace it observes and streams), and its shared memory is an
-``AddressSpace`` that also reaches raw pointers of client processes (``PROCESS_MEMORY``, ``raw_view``).
+The tools and the fabric, which build, run and serve worlds rather than make face calls, reach the world
+through ``surface`` instead; this module holds only what a face needs.
 """
 
 from __future__ import annotations
@@ -20,36 +19,20 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import hixl_engines, hixl_transfers, transfer
-from datadist_sim._world.address_space import AddressSpace as AddressSpace
-from datadist_sim._world.address_space import is_simulated as is_simulated
-from datadist_sim._world.clock import RealClock as RealClock
+from datadist_sim._world import hixl_engines, hixl_transfers, links, pulls, transfer
 from datadist_sim._world.cluster import ClusterNode as ClusterNode
 from datadist_sim._world.cluster import Endpoint as Endpoint
 from datadist_sim._world.cluster import Mode as Mode
 from datadist_sim._world.cluster import NodeSettings as NodeSettings
 from datadist_sim._world.cluster import Role as Role
-from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.current import current_world as current_world
-from datadist_sim._world.current import reset_default_world as reset_default_world
 from datadist_sim._world.errors import SimError as SimError
 from datadist_sim._world.fault_effects import meet_door_faults as meet_door_faults
 from datadist_sim._world.hixl_engines import EngineKind as EngineKind
 from datadist_sim._world.hixl_engines import EngineSettings as EngineSettings
 from datadist_sim._world.hixl_engines import HixlEngine as HixlEngine
-from datadist_sim._world.hixl_engines import OpState as OpState
-from datadist_sim._world.hixl_pool import ConnectState as ConnectState
-from datadist_sim._world.keys import INVALID_ID as INVALID_ID
 from datadist_sim._world.keys import Key as Key
-from datadist_sim._world.links import check_link_status as check_link_status
-from datadist_sim._world.links import link_clusters as link_clusters
-from datadist_sim._world.links import unlink_clusters as unlink_clusters
 from datadist_sim._world.ownership import check_register
-from datadist_sim._world.ownership import copy_parties as copy_parties
-from datadist_sim._world.ownership import holds as holds
-from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
-from datadist_sim._world.process_memory import raw_view as raw_view
-from datadist_sim._world.pulls import pull as pull
 from datadist_sim._world.requests import AddrPushRequest as AddrPushRequest
 from datadist_sim._world.requests import Allocated as Allocated
 from datadist_sim._world.requests import CacheSpec as CacheSpec
@@ -60,10 +43,6 @@ from datadist_sim._world.requests import PullRequest as PullRequest
 from datadist_sim._world.requests import PushRequest as PushRequest
 from datadist_sim._world.requests import SwapRequest as SwapRequest
 from datadist_sim._world.requests import whole_batch as whole_batch
-from datadist_sim._world.trace import TraceEvent as TraceEvent
-from datadist_sim._world.trace import observe_calls as observe_calls
-from datadist_sim._world.trace import observe_nodes as observe_nodes
-from datadist_sim._world.trace import open_trace_sink as open_trace_sink
 from datadist_sim._world.world import SimWorld as SimWorld
 from datadist_sim._world.world import store_of
 from datadist_sim.faults.effects import at_door as at_door
@@ -127,6 +106,11 @@ def tensor_view(world: SimWorld, node: ClusterNode, cache_id: int, tensor_index:
 # -- data ---------------------------------------------------------------------------------------------
 
 
+def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
+    """Pull what ``request.key`` names on its cluster into a local cache; all or nothing (``pulls.pull``)."""
+    pulls.pull(world, node, request)
+
+
 def push(world: SimWorld, node: ClusterNode, request: PushRequest) -> None:
     transfer.push(
         world, node, request.src_cache_id, request.src_batch, request.key, request.params, kind=request.kind
@@ -155,6 +139,30 @@ def swap_blocks(world: SimWorld, request: SwapRequest) -> None:
             for s, d in request.pairs
         ]
     )
+
+
+# -- links --------------------------------------------------------------------------------------------
+
+
+def link_clusters(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_ms: int
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    """Link ``node`` (the client) to each requested server: the overall code and one per request; engine
+    failures come back as codes, never raised."""
+    return links.link_clusters(world, node, requests, timeout_ms)
+
+
+def unlink_clusters(
+    world: SimWorld, node: ClusterNode, requests: List[LinkRequest], timeout_ms: int, force: bool
+) -> Tuple[LLMStatusCode, List[LLMStatusCode]]:
+    """Tear links down, both ends (only this end with ``force``): codes as ``link_clusters``."""
+    return links.unlink_clusters(world, node, requests, timeout_ms, force)
+
+
+def check_link_status(world: SimWorld, node: ClusterNode, remote_cluster_id: int) -> None:
+    """The heartbeat over the link to ``remote_cluster_id``; raises ``SimError`` when it is not linked or
+    does not answer."""
+    links.check_link_status(world, node, remote_cluster_id)
 
 
 # -- hixl engines (the ``hixl`` face) ------------------------------------------------------------------

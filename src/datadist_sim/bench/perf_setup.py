@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Callable, List, Optional, Tuple, Type
 
-from datadist_sim._world.current import activate
-from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim._world.surface import SimConfig, SimWorld, activate
 from datadist_sim.llm_datadist import (
     Cache,
     CacheKey,

@@ -19,8 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
-from datadist_sim._world.current import activate
-from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim._world.surface import SimConfig, SimWorld, activate
 from datadist_sim.llm_datadist import CacheDesc, CacheKey, DataType, LLMClusterInfo, LLMRole
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist, finalize_all
 from datadist_sim.retry import RetryPolicy, Session

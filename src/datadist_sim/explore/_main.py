@@ -177,7 +177,7 @@ def _traced_run(
     """One run of ``schedule`` with its whole trace streamed to ``--trace``'s file (``{pid}``: this
     command's process id, though a worker process writes it)."""
     from datadist_sim._outputs import open_output
-    from datadist_sim._world.trace import expand_trace_path
+    from datadist_sim._world.surface import expand_trace_path
 
     path = expand_trace_path(template)
     open_output(path).close()  # truncated here, in the driver, so a symlink at the name fails the command

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.surface import SimWorld
 from datadist_sim.explore import report
 from datadist_sim.explore.run import Limits
 from datadist_sim.explore.schedule import parse_kinds

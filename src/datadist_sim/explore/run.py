@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from datadist_sim._world.clock import VirtualClock, Wake
-from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim._world.surface import SimConfig, SimWorld, VirtualClock, Wake
 from datadist_sim.explore.schedule import Baseline, Schedule
 from datadist_sim.faults.files import rule_from_spec
 from datadist_sim.scenarios.client_run import describe, fake_installed

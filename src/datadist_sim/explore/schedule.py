@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from datadist_sim._world.trace import TraceEvent
+from datadist_sim._world.surface import TraceEvent
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.actions import (
     ACTION_TABLE,

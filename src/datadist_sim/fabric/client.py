@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import PROCESS_MEMORY, SimError, raw_view
+from datadist_sim._world.surface import PROCESS_MEMORY, SimError, raw_view
 from datadist_sim.fabric import address as fabric_address
 from datadist_sim.fabric import codec, xmem
 from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout

@@ -7,7 +7,7 @@ and answers with plain values again. Everything the engine decides is the in-pro
 unchanged: codes, order of checks, virtual time, faults and trace.
 
 ``HixlOwners`` knows which process each engine belongs to. A transfer names its two engines as the
-parties of its copy (``door.copy_parties``), and the fabric's raw router asks it which process holds
+parties of its copy (``surface.copy_parties``), and the fabric's raw router asks it which process holds
 each side's memory, so a READ reads the remote engine's process and writes only the caller's, whatever
 numbers the two processes' pointers happen to be. When a process is lost its engines are finalized, as
 the real engine's peers find a dead process's listener gone.

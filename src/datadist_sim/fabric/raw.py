@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import Mode, SimError, copy_parties
+from datadist_sim._world.surface import Mode, SimError, copy_parties
 from datadist_sim.fabric.channel import ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.session import Session, calling_session
 from datadist_sim.fabric.shm import Bytes, Range, Scratch, Take
@@ -28,7 +28,7 @@ MEMORY_TIMEOUT_S = 30.0
 
 
 DST, SRC = 0, 1
-"""Which party of a copy (``door.copy_parties``) a range belongs to."""
+"""Which party of a copy (``surface.copy_parties``) a range belongs to."""
 SessionOf = Callable[[object], Optional[Session]]
 """The process that runs a cluster, or owns a hixl engine (None if no live process does)."""
 Holders = Callable[[int, int], List[Session]]
@@ -40,7 +40,7 @@ class RawRouter:
 
     An address alone names no memory: two processes may hold their own at the same number (workers
     started by ``fork``, ASLR off). So a copy made by a transfer goes to the process that runs the
-    cluster on that side of it (the world names both, ``door.copy_parties``). A copy with no named
+    cluster on that side of it (the world names both, ``surface.copy_parties``). A copy with no named
     parties goes to the calling process if the range is registered memory of it or of no process, else
     to the one process whose registered memory holds it; the registrations are the world's own (a cache
     unregistered, or a cluster killed with its process, is forgotten with it), never a table of ours.

@@ -23,7 +23,7 @@ import threading
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import (
+from datadist_sim._world.surface import (
     SimWorld,
     holds,
     observe_calls,
@@ -325,7 +325,7 @@ class FabricServer:
 
     def session_of(self, party: object) -> Optional[Session]:
         """The live process that runs cluster ``party``, or whose ``hixl.Hixl`` opened engine ``party``
-        (the two kinds of party a copy names, ``door.copy_parties``)."""
+        (the two kinds of party a copy names, ``surface.copy_parties``)."""
         if not isinstance(party, int):
             return self.hixl.owner(party)
         cluster_id = party

@@ -21,7 +21,7 @@ from datadist_sim.fabric.address import (
 )
 
 if TYPE_CHECKING:
-    from datadist_sim._world.door import SimConfig
+    from datadist_sim._world.surface import SimConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
 
 
 def _serve(args: argparse.Namespace, where: FabricAddress, out: IO[str]) -> int:
-    from datadist_sim._world.door import RealClock, SimWorld, open_trace_sink
+    from datadist_sim._world.surface import RealClock, SimWorld, open_trace_sink
     from datadist_sim.fabric.server import FabricServer
 
     seed = int(_option(args, where, "seed") or 0)
@@ -128,7 +128,7 @@ def _serve(args: argparse.Namespace, where: FabricAddress, out: IO[str]) -> int:
 
 def sim_config(settings: Sequence[str]) -> SimConfig:
     """A ``SimConfig`` with ``NAME=VALUE`` settings applied (scalar fields, converted to their type)."""
-    from datadist_sim._world.door import SimConfig
+    from datadist_sim._world.surface import SimConfig
 
     config = SimConfig()
     kinds = {field.name: field.type for field in dataclasses.fields(SimConfig)}

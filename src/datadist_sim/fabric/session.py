@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 import numpy as np
 
 from datadist_sim._coverage import CodeCoverage
-from datadist_sim._world.door import Mode
+from datadist_sim._world.surface import Mode
 from datadist_sim.fabric import codec
 from datadist_sim.fabric.loop import Connection
 from datadist_sim.fabric.shm import SharedAddressSpace

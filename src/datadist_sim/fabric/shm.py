@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import AddressSpace, SimError, is_simulated
+from datadist_sim._world.surface import AddressSpace, SimError, is_simulated
 from datadist_sim.fabric.fdpass import check_memory_file
 
 Bytes = npt.NDArray[np.uint8]

@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.door import SimError
+from datadist_sim._world.surface import SimError
 
 Copy = Tuple[int, int, int]
 """``(address in this process, address in the peer, nbytes)``."""

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from datadist_sim._install import installed
-from datadist_sim._world.trace import TraceSummary, open_trace_sink, summarise
-from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim._world.surface import SimConfig, SimWorld, TraceSummary, open_trace_sink, summarise
 from datadist_sim.faults.files import Scenario
 from datadist_sim.faults.plan import only_masked, unfired_notes
 

@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from datadist_sim._world.world import SimWorld
+from datadist_sim._world.surface import SimWorld
 from datadist_sim.faults.files import Workload
 from datadist_sim.hixl import (
     FAILED,

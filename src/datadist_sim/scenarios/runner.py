@@ -22,8 +22,14 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_table import status_info
 from datadist_sim._status_v1 import LLM_ERRORS, as_code
 from datadist_sim._views import tensor_views
-from datadist_sim._world.trace import TraceSummary, expand_trace_path, open_trace_sink, summarise
-from datadist_sim._world.world import SimConfig, SimWorld
+from datadist_sim._world.surface import (
+    SimConfig,
+    SimWorld,
+    TraceSummary,
+    expand_trace_path,
+    open_trace_sink,
+    summarise,
+)
 from datadist_sim.faults.files import Scenario, Workload, load
 from datadist_sim.faults.plan import only_masked, unfired_notes
 from datadist_sim.llm_datadist.configs import LLMClusterInfo, LLMRole
