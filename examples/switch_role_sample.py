@@ -75,8 +75,14 @@ def run_prompt(device_id: int) -> None:
     cache_manager = datadist.cache_manager
     tensors = block_values(PROMPT_CLUSTER_ID)
     cache_desc = CacheDesc(NUM_TENSORS, [NUM_BLOCKS, BLOCK_ELEMS], DataType.DT_FLOAT16, Placement.HOST)
+    # local_comm_res turns remote cache access on, and a host cache is not remote accessible unless
+    # registered so (hixl v2/llm_datadist.py:422-434, v2/cache_manager.py:625-634): the pulls and pushes
+    # below are one-sided and need both caches accessible.
     cache = cache_manager.register_blocks_cache(
-        cache_desc, [t.data_ptr() for t in tensors], BlocksCacheKey(PROMPT_CLUSTER_ID, 0)
+        cache_desc,
+        [t.data_ptr() for t in tensors],
+        BlocksCacheKey(PROMPT_CLUSTER_ID, 0),
+        remote_accessible=True,
     )
     dist.barrier()  # registered, listening
     dist.barrier()  # decoder pulled and unlinked
@@ -107,7 +113,10 @@ def run_decoder(device_id: int) -> None:
     tensors = [torch.zeros(NUM_BLOCKS, BLOCK_ELEMS, dtype=torch.float16) for _ in range(NUM_TENSORS)]
     cache_desc = CacheDesc(NUM_TENSORS, [NUM_BLOCKS, BLOCK_ELEMS], DataType.DT_FLOAT16, Placement.HOST)
     cache = cache_manager.register_blocks_cache(
-        cache_desc, [t.data_ptr() for t in tensors], BlocksCacheKey(DECODER_CLUSTER_ID, 0)
+        cache_desc,
+        [t.data_ptr() for t in tensors],
+        BlocksCacheKey(DECODER_CLUSTER_ID, 0),
+        remote_accessible=True,
     )
     dist.barrier()  # registered, listening
     cluster = cluster_info(PROMPT_CLUSTER_ID, PROMPT_IP, PROMPT_PORT, DECODER_IP)
