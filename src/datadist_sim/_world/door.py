@@ -34,11 +34,11 @@ from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.current import reset_default_world as reset_default_world
 from datadist_sim._world.errors import SimError as SimError
 from datadist_sim._world.fault_effects import meet_door_faults as meet_door_faults
-from datadist_sim._world.hixl_engines import EngineKind as EngineKind
-from datadist_sim._world.hixl_engines import EngineSettings as EngineSettings
-from datadist_sim._world.hixl_engines import HixlEngine as HixlEngine
-from datadist_sim._world.hixl_engines import OpState as OpState
 from datadist_sim._world.hixl_pool import ConnectState as ConnectState
+from datadist_sim._world.hixl_state import EngineKind as EngineKind
+from datadist_sim._world.hixl_state import EngineSettings as EngineSettings
+from datadist_sim._world.hixl_state import HixlEngine as HixlEngine
+from datadist_sim._world.hixl_state import OpState as OpState
 from datadist_sim._world.keys import INVALID_ID as INVALID_ID
 from datadist_sim._world.keys import Key as Key
 from datadist_sim._world.links import check_link_status as check_link_status
