@@ -69,7 +69,7 @@ def test_fast_pull_beside_another_thread_declines_while_a_transfer_runs_on_the_l
     before = [v.copy() for v in views(world, dst)]
     node, request = _request(world, CacheKey(P_ID, 1), dst)
     with thread_beside():
-        with transfer._activity(world, world.node(P_ID), D_ID, "push"):  # the other end pushes
+        with transfer.link_activity(world, world.node(P_ID), D_ID, "push"):  # the other end pushes
             assert pulls._fast_pull(world, node, request) is False
             for new, old in zip(views(world, dst), before):
                 np.testing.assert_array_equal(new, old)

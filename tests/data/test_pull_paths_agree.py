@@ -1,9 +1,9 @@
-"""The pull fast path (``pulls._fast_pull`` and the shortcuts inside it) must be invisible: a script
-of calls run with it (as shipped) and without it (``_fast_pull`` declines, so every pull is planned by
-``_plan_pull`` and run by ``transfer._run``) gives the same outcome at every step (success, or the same
-exception class, status code and message), the same books (keys consumed or kept, caches, pools, link
-ends, the exact simulated time), the same bytes in every cache and the same trace. Both faces, both
-key kinds, bad indices and sizes, layer ranges, registered memory, legacy codes, timeouts, links gone.
+"""The pull fast path (``pulls._fast_pull`` and the shortcuts inside it) must be invisible: a script of calls
+run with it (as shipped) and without it (``_fast_pull`` declines, so every pull is planned by
+``_plan_pull`` and run by ``transfer.run_transfer``) gives the same outcome at every step (success, or the
+same exception class, status code and message), the same books (keys consumed or kept, caches, pools, link
+ends, the exact simulated time), the same bytes in every cache and the same trace. Both faces, both key
+kinds, bad indices and sizes, layer ranges, registered memory, legacy codes, timeouts, links gone.
 Each face's own shortcut (a plain happy-path comparison before the vendor-order checks of
 ``pull_cache``) is held to the same standard: a third run takes the vendor-order checks every time.
 

@@ -20,7 +20,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import hixl_engines, hixl_transfers, transfer
+from datadist_sim._world import hixl_engines, hixl_transfers, pushes
 from datadist_sim._world.address_space import AddressSpace as AddressSpace
 from datadist_sim._world.address_space import is_simulated as is_simulated
 from datadist_sim._world.clock import RealClock as RealClock
@@ -128,21 +128,21 @@ def tensor_view(world: SimWorld, node: ClusterNode, cache_id: int, tensor_index:
 
 
 def push(world: SimWorld, node: ClusterNode, request: PushRequest) -> None:
-    transfer.push(
+    pushes.push(
         world, node, request.src_cache_id, request.src_batch, request.key, request.params, kind=request.kind
     )
 
 
 def push_to_addrs(world: SimWorld, node: ClusterNode, request: AddrPushRequest) -> None:
-    transfer.push_to_addrs(world, node, *request)
+    pushes.push_to_addrs(world, node, *request)
 
 
 def copy_cache(world: SimWorld, node: ClusterNode, request: CopyRequest) -> None:
-    transfer.copy_cache(world, node, *request)
+    pushes.copy_cache(world, node, *request)
 
 
 def copy_blocks(world: SimWorld, node: ClusterNode, cache_id: int, pairs: Sequence[Tuple[int, int]]) -> None:
-    transfer.copy_blocks(world, node, cache_id, pairs)
+    pushes.copy_blocks(world, node, cache_id, pairs)
 
 
 def swap_blocks(world: SimWorld, request: SwapRequest) -> None:

@@ -9,7 +9,7 @@ for each kind of call it acts on:
 - ``meet_door_faults``: a plain call (not a transfer, not a link call) at the engine's door. The face
   calls it once per public call, after its own argument checks, where the real engine would start work;
 - ``link_outcome``: one remote cluster's entry of ``link_clusters`` / ``unlink_clusters`` (``links``);
-- ``meet_transfer_faults``: a transfer, once the rules that fired on it are known (``transfer._run``);
+- ``meet_transfer_faults``: a transfer, once the rules that fired on it are known (``transfer.run_transfer``);
 - ``time_out``: a transfer that never completes, whether a rule or a silent peer made it so.
 
 A world action (a kill, a cut, a capped pool), which fires on the clock rather than on a call, changes

@@ -1,4 +1,4 @@
-"""Pulls: a Decode-side pull of a Prompt cache, by the general path of ``transfer._run`` (faults,
+"""Pulls: a Decode-side pull of a Prompt cache, by the general path of ``transfer.run_transfer`` (faults,
 timeouts, threads) or, when nothing can interfere, by a fast path that does the same checks, lets the
 same time pass and commits the same bytes with a few lookups, because a pull is the hot call of every
 connector and the general path costs several times more.
@@ -30,13 +30,13 @@ from datadist_sim._world.ranges import (
 )
 from datadist_sim._world.requests import PullRequest
 from datadist_sim._world.transfer import (
-    _TIMEOUTS,
-    _activity,
-    _peer_gone,
-    _remote,
-    _req_id,
-    _run,
+    TIMEOUT_CODES,
+    link_activity,
     link_in_use,
+    linked_store,
+    peer_gone,
+    req_id_of,
+    run_transfer,
 )
 from datadist_sim._world.world import SimWorld, store_of
 
@@ -54,9 +54,9 @@ def _plan_pull(
         # a layer range: the local cache must divide into layers (hixl only; GE v1 checks no such thing,
         # ``dflow/llm_datadist/v1/common/cache_engine.cc:70-95``)
         check_layer_split(dst.num_tensors, params.tensor_num_per_layer, "local")
-    store = _remote(world, node, key.cluster_id, "pulled from")
+    store = linked_store(world, node, key.cluster_id, "pulled from")
     with store.lock:
-        peer = node.peers[key.cluster_id]  # ``_remote`` found it
+        peer = node.peers[key.cluster_id]  # ``linked_store`` found it
         if peer.by_table:
             # a one-sided read (``PullCacheByGet``): the cache as this link's copy of the table has it,
             # then both ends registered with the transport (``data_transfer_client.cc:231-235``)
@@ -118,8 +118,10 @@ def _pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
             store.consume(src, consume)
 
     try:
-        with _activity(world, node, key.cluster_id, "pull") as link_lock, link_lock:
-            _run(world, node, "pull_cache", key.cluster_id, _req_id(key), plan, commit, remote_is_src=True)
+        with link_activity(world, node, key.cluster_id, "pull") as link_lock, link_lock:
+            run_transfer(
+                world, node, "pull_cache", key.cluster_id, req_id_of(key), plan, commit, remote_is_src=True
+            )
     finally:
         with local.lock:
             local.inflight.discard(inflight)
@@ -172,7 +174,7 @@ def _beside_others(
     """The fast pull while other threads run, under the virtual clock: the world's lock, then both
     stores' locks, held from the checks to the commit. Every change of what the pull reads takes one of
     them: a link, a kill or a fault's effect the world lock; a cache or key allocated, freed or consumed
-    its store's lock; a transfer on the link registers under the world lock (``_activity``), and a pull
+    its store's lock; a transfer on the link registers under the world lock (``link_activity``), and a pull
     in flight under its store's. So the pull runs whole between two changes, as the slow path runs when
     no other thread acts during it; the time passes by the clock's own lock, so threads waiting on the
     clock see it move as they would.
@@ -240,7 +242,7 @@ def _in_real_time(world: SimWorld, node: ClusterNode, request: PullRequest) -> b
     start = world.now()
     world.elapse(start + seconds - world.now())
     with world.lock:
-        lost = _peer_gone(world, node, remote_id, remote) or _commit(world, plan, store, src, consume)
+        lost = peer_gone(world, node, remote_id, remote) or _commit(world, plan, store, src, consume)
     if lost:
         _time_out(world, node, remote_id, plan.nbytes, waited_s=seconds)
     return True
@@ -269,13 +271,13 @@ def _pull_at_once(
 ) -> bool:
     """The commonest pull, whole, under the virtual clock: a whole batch of every tensor between two
     pool-backed contiguous caches over a ready link. Each test below is one of ``_plan_pull``'s checks
-    (``store_of``, ``live``, ``_remote``, ``contiguous_plan``) or of the fast path's (the timeout, resolved
-    bytes) written as a plain comparison that only says "it passes"; then the same time passes and the
-    same bytes move as ``_commit`` would move them (none in a metadata-only world). When a test does not
-    pass, or the pull is anything else, this returns False having changed nothing, and ``_plan_pull``
-    plans the pull (and names what fails) from the same state. No fault rule is loaded, and nothing else
-    can change the world meanwhile: the caller is the only thread, or holds the world's and both stores'
-    locks (``_beside_others``). ``pass_time`` lets the seconds pass on the virtual clock."""
+    (``store_of``, ``live``, ``linked_store``, ``contiguous_plan``) or of the fast path's (the timeout,
+    resolved bytes) written as a plain comparison that only says "it passes"; then the same time passes and
+    the same bytes move as ``_commit`` would move them (none in a metadata-only world). When a test does not
+    pass, or the pull is anything else, this returns False having changed nothing, and ``_plan_pull`` plans
+    the pull (and names what fails) from the same state. No fault rule is loaded, and nothing else can change
+    the world meanwhile: the caller is the only thread, or holds the world's and both stores' locks
+    (``_beside_others``). ``pass_time`` lets the seconds pass on the virtual clock."""
     key, params = request.key, request.params
     remote_id = key.cluster_id
     local = world.caches.get(node.cluster_id)
@@ -356,7 +358,7 @@ def _commit(
     world: SimWorld, plan: Plan, store: NodeCaches, src: CacheEntry, consume: Optional[EngineKey]
 ) -> bool:
     """Move the bytes and consume the key; True (nothing moved) when the memory's serving process went
-    silent, as in ``_run``. The bytes go by each tensor's resolved bytes where the layout allows, else
+    silent, as in ``run_transfer``. The bytes go by each tensor's resolved bytes where the layout allows, else
     range by range through the address space; the same bytes either way."""
     try:
         if isinstance(plan, Contiguous):
@@ -370,7 +372,7 @@ def _commit(
         elif not _copy_blocks_at_once(world, plan):
             world.space_copy(plan.build())
     except SimError as exc:
-        if exc.code not in _TIMEOUTS:
+        if exc.code not in TIMEOUT_CODES:
             raise
         return True
     if consume is not None:
