@@ -1,5 +1,5 @@
 """A script of calls around a pull (``_pull_script``) run in a fresh world with the pull fast path on (as
-shipped) or off (``pulls._fast_pull`` patched to decline, so every pull takes ``_plan_pull`` through
+shipped) or off (``pulls.fast_pull`` patched to decline, so every pull takes ``plan_pull`` through
 ``transfer.run_transfer``), and what a run leaves behind to compare: each step's outcome, the books, every
 cache's bytes, the clock, the trace. ``test_pull_paths_agree`` makes the scripts and compares the runs.
 """
@@ -98,12 +98,12 @@ def buffers_for(case: Case) -> Dict[int, List[np.ndarray]]:
 def paths(fast: bool, face_shortcut: bool = True) -> Iterator[Dict[str, int]]:
     """Count the pulls each path takes; with ``fast=False`` the fast path declines every pull, so
     ``pulls.pull`` goes on to its general path (``link_activity`` and ``run_transfer``, planned by
-    ``_plan_pull``).
+    ``plan_pull``).
     With ``face_shortcut=False`` each face's ``pull_cache`` runs its checks in the vendor's order on
     every call (``_check_pull_cache``) instead of first trying its plain happy-path comparison, which
     takes no key type then (``CacheManager._pull_key_types``, ``kv_cache_manager._PULL_KEY_TYPES``)."""
     counts = {"fast": 0, "fast_done": 0, "general": 0}
-    real_fast, real_run = pulls._fast_pull, pulls.run_transfer
+    real_fast, real_run = pulls.fast_pull, pulls.run_transfer
 
     def fast_pull(*args: Any) -> bool:
         if not fast:
@@ -128,7 +128,7 @@ def paths(fast: bool, face_shortcut: bool = True) -> Iterator[Dict[str, int]]:
         self._pull_key_types = frozenset()
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pulls, "_fast_pull", fast_pull)
+        mp.setattr(pulls, "fast_pull", fast_pull)
         mp.setattr(pulls, "run_transfer", run)
         if not face_shortcut:
             mp.setattr(CacheManager, "__init__", init)
