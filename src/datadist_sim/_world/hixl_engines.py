@@ -1,4 +1,5 @@
-"""hixl engines in the world: what ``hixl.Hixl`` objects are, serve, hold and move.
+"""hixl engines in the world: the operations of ``hixl.Hixl`` objects on their state (``hixl_state``),
+each meeting its faults (``hixl_faults``); transfers are ``hixl_transfers``'.
 
 An engine is named by its ``local_engine`` string (``"ip"`` or ``"ip:port"``, hixl ``include/hixl/hixl.h:
 39-46``); with a port above 0 it listens there and others can connect to it (``hixl.h:42``), with none
