@@ -1,6 +1,6 @@
 """A script of calls around a pull (``_pull_script``) run in a fresh world with the pull fast path on (as
-shipped) or off (``pulls._fast_pull`` patched to decline, so every pull takes ``_plan_pull`` through
-``transfer._run``), and what a run leaves behind to compare: each step's outcome, the books, every
+shipped) or off (``pulls.fast_pull`` patched to decline, so every pull takes ``plan_pull`` through
+``transfer.run_transfer``), and what a run leaves behind to compare: each step's outcome, the books, every
 cache's bytes, the clock, the trace. ``test_pull_paths_agree`` makes the scripts and compares the runs.
 """
 
@@ -74,9 +74,9 @@ class Result(NamedTuple):
     """Pulls the fast path finished by itself (moved the bytes, or raised what the plan found)."""
     fast_done: int
     """Of those, the ones that moved the bytes (or failed on time): pulls the general path would have
-    taken to ``transfer._run``."""
+    taken to ``transfer.run_transfer``."""
     general: int
-    """Pulls that went through ``transfer._run``."""
+    """Pulls that went through ``transfer.run_transfer``."""
 
 
 class _OtherClock(VirtualClock):
@@ -97,12 +97,13 @@ def buffers_for(case: Case) -> Dict[int, List[np.ndarray]]:
 @contextmanager
 def paths(fast: bool, face_shortcut: bool = True) -> Iterator[Dict[str, int]]:
     """Count the pulls each path takes; with ``fast=False`` the fast path declines every pull, so
-    ``pulls.pull`` goes on to its general path (``_activity`` and ``_run``, planned by ``_plan_pull``).
+    ``pulls.pull`` goes on to its general path (``link_activity`` and ``run_transfer``, planned by
+    ``plan_pull``).
     With ``face_shortcut=False`` each face's ``pull_cache`` runs its checks in the vendor's order on
     every call (``_check_pull_cache``) instead of first trying its plain happy-path comparison, which
     takes no key type then (``CacheManager._pull_key_types``, ``kv_cache_manager._PULL_KEY_TYPES``)."""
     counts = {"fast": 0, "fast_done": 0, "general": 0}
-    real_fast, real_run = pulls._fast_pull, pulls._run
+    real_fast, real_run = pulls.fast_pull, pulls.run_transfer
 
     def fast_pull(*args: Any) -> bool:
         if not fast:
@@ -127,8 +128,8 @@ def paths(fast: bool, face_shortcut: bool = True) -> Iterator[Dict[str, int]]:
         self._pull_key_types = frozenset()
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pulls, "_fast_pull", fast_pull)
-        mp.setattr(pulls, "_run", run)
+        mp.setattr(pulls, "fast_pull", fast_pull)
+        mp.setattr(pulls, "run_transfer", run)
         if not face_shortcut:
             mp.setattr(CacheManager, "__init__", init)
             mp.setattr(kv_cache_manager, "_PULL_KEY_TYPES", frozenset())
@@ -445,5 +446,5 @@ def agree(case: Case) -> Tuple[Result, Result]:
     difference = first_difference(fast, vendor_order)
     assert difference is None, f"face shortcut on (fast) and off (general): {difference}"
     assert general.fast == 0
-    assert general.general >= fast.fast_done, "a pull the fast path completed did not reach transfer._run"
+    assert general.general >= fast.fast_done, "a fast-path pull did not reach transfer.run_transfer"
     return fast, general

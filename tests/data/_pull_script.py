@@ -44,7 +44,7 @@ class Setup(NamedTuple):
     """``SimConfig(comm_timeout_keeps_link=True)``: a timed-out transfer leaves a rank-table link usable."""
     beside_thread: bool = False
     """Another thread (idle) lives through the whole script, as a fabric's or an executor's would: the
-    fast path then takes the world's and the stores' locks (``pulls._beside_others``)."""
+    fast path then takes the world's and the stores' locks (``pull_shortcut._beside_others``)."""
 
 
 class ReqKey(NamedTuple):

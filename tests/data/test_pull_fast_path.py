@@ -1,7 +1,7 @@
 """The pull fast path resolves each tensor's bytes once per cache and copies through them; it
 must move exactly the bytes the general path moves, and never through bytes of memory since freed.
 Beside other threads it holds the world's and both stores' locks and leaves to the general path what
-that path would make wait or refuse (``pulls._beside_others``)."""
+that path would make wait or refuse (``pull_shortcut._beside_others``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Tuple
 import numpy as np
 import pytest
 
-from datadist_sim._world import pulls, transfer
+from datadist_sim._world import pull_shortcut, pulls, transfer
 from datadist_sim._world.requests import whole_batch
 from datadist_sim._world.world import SimWorld
 from datadist_sim.llm_datadist.status import LLMException
@@ -69,12 +69,12 @@ def test_fast_pull_beside_another_thread_declines_while_a_transfer_runs_on_the_l
     before = [v.copy() for v in views(world, dst)]
     node, request = _request(world, CacheKey(P_ID, 1), dst)
     with thread_beside():
-        with transfer._activity(world, world.node(P_ID), D_ID, "push"):  # the other end pushes
-            assert pulls._fast_pull(world, node, request) is False
+        with transfer.link_activity(world, world.node(P_ID), D_ID, "push"):  # the other end pushes
+            assert pull_shortcut.fast_pull(world, node, request) is False
             for new, old in zip(views(world, dst), before):
                 np.testing.assert_array_equal(new, old)
             assert world.caches[P_ID].key_table, "the key is still there"
-        assert pulls._fast_pull(world, node, request) is True
+        assert pull_shortcut.fast_pull(world, node, request) is True
     for s, t in zip(views(world, src), views(world, dst)):
         np.testing.assert_array_equal(t, s)
     assert not world.caches[P_ID].key_table, "the pull consumed its key"
@@ -89,7 +89,7 @@ def test_fast_pull_beside_another_thread_declines_the_same_pull_in_flight(world:
     node, request = _request(world, CacheKey(P_ID, 1), dst)
     with thread_beside():
         world.caches[D_ID].inflight.add((request.key, request.dst_cache_id))
-        assert pulls._fast_pull(world, node, request) is False
+        assert pull_shortcut.fast_pull(world, node, request) is False
         with pytest.raises(LLMException) as refused:
             d.cache_manager.pull_cache(CacheKey(P_ID, 1), dst)
         assert refused.value.status_code is S.LLM_REPEAT_REQUEST
@@ -146,7 +146,7 @@ def test_a_blocks_pull_goes_whole_in_one_pass_and_matches_the_planned_path(
             _taken.append(True)
             return bool(_real(*args)) if _one else False
 
-        monkeypatch.setattr(pulls, "blocks_at_once", spy)
+        monkeypatch.setattr(pull_shortcut, "blocks_at_once", spy)
         dst = d.cache_manager.allocate_blocks_cache(bdesc)
         fill(world, dst, seed=6)
         start = world.now()

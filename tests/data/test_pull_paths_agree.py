@@ -1,9 +1,9 @@
-"""The pull fast path (``pulls._fast_pull`` and the shortcuts inside it) must be invisible: a script
-of calls run with it (as shipped) and without it (``_fast_pull`` declines, so every pull is planned by
-``_plan_pull`` and run by ``transfer._run``) gives the same outcome at every step (success, or the same
-exception class, status code and message), the same books (keys consumed or kept, caches, pools, link
-ends, the exact simulated time), the same bytes in every cache and the same trace. Both faces, both
-key kinds, bad indices and sizes, layer ranges, registered memory, legacy codes, timeouts, links gone.
+"""The pull fast path (``pull_shortcut.fast_pull`` and the shortcuts inside it) must be invisible: a script of
+calls run with it (as shipped) and without it (``fast_pull`` declines, so every pull is planned by
+``plan_pull`` and run by ``transfer.run_transfer``) gives the same outcome at every step (success, or the
+same exception class, status code and message), the same books (keys consumed or kept, caches, pools, link
+ends, the exact simulated time), the same bytes in every cache and the same trace. Both faces, both key
+kinds, bad indices and sizes, layer ranges, registered memory, legacy codes, timeouts, links gone.
 Each face's own shortcut (a plain happy-path comparison before the vendor-order checks of
 ``pull_cache``) is held to the same standard: a third run takes the vendor-order checks every time.
 
@@ -346,7 +346,7 @@ def test_pull_cache_gives_the_same_everything_with_and_without_the_fast_path(
 @pytest.mark.parametrize("v2", [True, False], ids=["v2", "v1"])
 def test_beside_another_thread_the_commonest_pulls_take_the_fast_path_and_agree(v2: bool) -> None:
     """Beside another thread, a whole batch pulled by request key and one pulled by cache id between
-    pool caches are the pulls the fast path takes (``pulls._beside_others``): both go fast, and give
+    pool caches are the pulls the fast path takes (``pull_shortcut._beside_others``): both go fast, and give
     the same everything as the general path."""
     steps = (SRC, DST, Pull(ReqKey(P_ID, 1), 0), Pull(IdKey(P_ID, 0, 1), 1))
     fast, _ = agree(Case(Setup(v2=v2, beside_thread=True), steps))

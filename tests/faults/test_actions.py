@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any, List, Optional, Tuple
 
 from datadist_sim import strategies
-from datadist_sim._world import fault_effects
+from datadist_sim._world import world_faults
 from datadist_sim.explore import schedule
 from datadist_sim.faults import actions, effects, plan, rules
 from datadist_sim.faults.effects import NONE, door_effect, link_effect, transfer_effect
@@ -64,7 +64,7 @@ class _Pool:
 
 
 class _World:
-    """The hooks a plan needs, applied by the world's one application point (``fault_effects``) to a
+    """The hooks a plan needs, applied where the world applies world actions (``world_faults``) to a
     world that records what was done to it."""
 
     def __init__(self) -> None:
@@ -88,10 +88,10 @@ class _World:
         pass
 
     def start_fault(self, rule: Fault) -> object:
-        return fault_effects.start_world_fault(self, rule)  # type: ignore[arg-type]
+        return world_faults.start_world_fault(self, rule)  # type: ignore[arg-type]
 
     def heal_fault(self, rule: Fault, undo: object, poisoned: Any) -> None:
-        fault_effects.heal_world_fault(self, rule, undo, poisoned)  # type: ignore[arg-type]
+        world_faults.heal_world_fault(self, rule, undo, poisoned)  # type: ignore[arg-type]
 
     def kill(self, cluster_id: int) -> None:
         self.calls.append(("kill", (cluster_id,)))

@@ -80,12 +80,12 @@ class CacheEntry:
     batch_bytes: int = field(init=False)
     """Bytes of one batch (one block) of each tensor; fixed for the cache's life."""
     views: Optional[Tuple[memoryview, ...]] = field(default=None, init=False, repr=False)
-    """Each tensor's bytes, resolved once by the pull fast path (``pulls.tensor_views``); dropped when
+    """Each tensor's bytes, resolved once by the pull fast path (``block_pulls.tensor_views``); dropped when
     the memory is freed."""
     rows: Optional[Tuple[Tuple[memoryview, ...], Tuple[Any, ...]]] = field(
         default=None, init=False, repr=False
     )
-    """The same bytes as arrays of whole blocks (``pulls.block_rows``), with the views they were made
+    """The same bytes as arrays of whole blocks (``block_pulls.block_rows``), with the views they were made
     from: made again when those change."""
 
     def __post_init__(self) -> None:

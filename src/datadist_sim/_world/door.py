@@ -19,7 +19,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import hixl_engines, hixl_transfers, links, pulls, transfer
+from datadist_sim._world import hixl_engines, hixl_transfers, links, pulls, pushes
 from datadist_sim._world.cluster import ClusterNode as ClusterNode
 from datadist_sim._world.cluster import Endpoint as Endpoint
 from datadist_sim._world.cluster import Mode as Mode
@@ -28,9 +28,9 @@ from datadist_sim._world.cluster import Role as Role
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.errors import SimError as SimError
 from datadist_sim._world.fault_effects import meet_door_faults as meet_door_faults
-from datadist_sim._world.hixl_engines import EngineKind as EngineKind
-from datadist_sim._world.hixl_engines import EngineSettings as EngineSettings
-from datadist_sim._world.hixl_engines import HixlEngine as HixlEngine
+from datadist_sim._world.hixl_state import EngineKind as EngineKind
+from datadist_sim._world.hixl_state import EngineSettings as EngineSettings
+from datadist_sim._world.hixl_state import HixlEngine as HixlEngine
 from datadist_sim._world.keys import Key as Key
 from datadist_sim._world.ownership import check_register
 from datadist_sim._world.requests import AddrPushRequest as AddrPushRequest
@@ -112,21 +112,21 @@ def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
 
 
 def push(world: SimWorld, node: ClusterNode, request: PushRequest) -> None:
-    transfer.push(
+    pushes.push(
         world, node, request.src_cache_id, request.src_batch, request.key, request.params, kind=request.kind
     )
 
 
 def push_to_addrs(world: SimWorld, node: ClusterNode, request: AddrPushRequest) -> None:
-    transfer.push_to_addrs(world, node, *request)
+    pushes.push_to_addrs(world, node, *request)
 
 
 def copy_cache(world: SimWorld, node: ClusterNode, request: CopyRequest) -> None:
-    transfer.copy_cache(world, node, *request)
+    pushes.copy_cache(world, node, *request)
 
 
 def copy_blocks(world: SimWorld, node: ClusterNode, cache_id: int, pairs: Sequence[Tuple[int, int]]) -> None:
-    transfer.copy_blocks(world, node, cache_id, pairs)
+    pushes.copy_blocks(world, node, cache_id, pairs)
 
 
 def swap_blocks(world: SimWorld, request: SwapRequest) -> None:

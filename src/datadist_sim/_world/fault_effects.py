@@ -9,32 +9,26 @@ for each kind of call it acts on:
 - ``meet_door_faults``: a plain call (not a transfer, not a link call) at the engine's door. The face
   calls it once per public call, after its own argument checks, where the real engine would start work;
 - ``link_outcome``: one remote cluster's entry of ``link_clusters`` / ``unlink_clusters`` (``links``);
-- ``meet_transfer_faults``: a transfer, once the rules that fired on it are known (``transfer._run``);
+- ``meet_transfer_faults``: a transfer, once the rules that fired on it are known (``transfer.run_transfer``);
 - ``time_out``: a transfer that never completes, whether a rule or a silent peer made it so.
 
-- ``start_world_fault`` / ``heal_world_fault``: a world action (a kill, a cut, a capped pool) when it
-  fires and when it heals, and the memory a poison rule poisoned when it heals; the plan calls them
-  through the world's two hooks (``faults.plan.WorldHooks``: ``SimWorld.start_fault``, ``heal_fault``).
-  A ``partition`` or ``hang`` changes nothing here: the world asks the plan whether one holds
-  (``SimWorld.unreachable``, ``FaultPlan.hung``).
-
-A rule names a cluster by its id, or ``hixl`` engines by their name (a ``str``): what it does to those
-is ``hixl_faults``' (the same shape for the ``hixl`` engine API's calls).
+A world action (a kill, a cut, a capped pool), which fires on the clock rather than on a call, changes
+the world in ``world_faults``: the world calls it through its hooks, so it sits under the world, and
+this module, which the world never calls, above it. The ``hixl`` engine API's calls meet theirs in
+``hixl_faults`` (the same shape).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, List, NoReturn, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, List, NoReturn, Optional, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_hixl import as_llm
-from datadist_sim._world import hixl_faults
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.effects import DOOR_ACTIONS, Effect, Poison, at_door, door_effect
 from datadist_sim.faults.plan import Call
-from datadist_sim.faults.rules import Fault
 
 if TYPE_CHECKING:
     from datadist_sim._world.world import SimWorld
@@ -168,57 +162,3 @@ def time_out(
         timeout_code(node.mode),
         f"transfer of {nbytes} B to/from {remote_id} did not complete in {limit:.3f} s",
     )
-
-
-# -- world actions -----------------------------------------------------------------------------
-
-
-def start_world_fault(world: SimWorld, rule: Fault) -> object:
-    """A world action fires: a ``kill`` kills its cluster's process (``SimWorld.kill``), a timed
-    ``cut_link`` breaks the link both ways, ``cap_pool`` / ``exhaust_pool`` cap the device pool (the
-    previous limit is returned, for ``heal_world_fault``)."""
-    if rule.action == "kill":
-        assert rule.cluster is not None
-        world.kill(rule.cluster)
-    elif rule.action == "cut_link":
-        if rule.cluster is not None and rule.remote is not None:
-            world.break_link(rule.cluster, rule.remote)
-    elif rule.action in ("cap_pool", "exhaust_pool"):
-        assert rule.cluster is not None
-        return _cap_pool(world, rule.cluster, rule.nbytes)
-    return None
-
-
-def heal_world_fault(world: SimWorld, rule: Fault, undo: object, poisoned: Sequence[Tuple[int, int]]) -> None:
-    """A rule heals: a capped pool gets its previous limit back (``undo``), the ranges a poison rule
-    poisoned are clean again. A kill does not heal (``actions``); a partition or hang ends by itself."""
-    if rule.action in ("cap_pool", "exhaust_pool") and rule.cluster is not None:
-        _restore_pool(world, rule.cluster, undo)
-    elif rule.action == "poison":
-        for address, nbytes in poisoned:
-            world.memory.heal(address, nbytes)
-
-
-def _cap_pool(world: SimWorld, cluster_id: Union[int, str], nbytes: Optional[int]) -> Optional[int]:
-    """Cap the device pool of ``cluster_id`` at ``nbytes`` in use (None: what it uses now); returns
-    the previous limit. A cluster without a pool is left alone. ``hixl`` engines (a name) have no
-    memory pool: their connect pool takes no task."""
-    if isinstance(cluster_id, str):
-        return hixl_faults.cap_pool(world, cluster_id)
-    store = world.caches.get(cluster_id)
-    pool = None if store is None else store.device_pool
-    if pool is None:
-        return None
-    previous = pool.limit
-    pool.set_limit(pool.used if nbytes is None else nbytes)
-    return previous
-
-
-def _restore_pool(world: SimWorld, cluster_id: Union[int, str], previous: object) -> None:
-    if isinstance(cluster_id, str):
-        hixl_faults.restore_pool(world, cluster_id, previous)
-        return
-    store = world.caches.get(cluster_id)
-    pool = None if store is None else store.device_pool
-    if pool is not None:
-        pool.set_limit(previous if isinstance(previous, int) else None)

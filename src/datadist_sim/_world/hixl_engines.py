@@ -1,4 +1,5 @@
-"""hixl engines in the world: what ``hixl.Hixl`` objects are, serve, hold and move.
+"""hixl engines in the world: the operations of ``hixl.Hixl`` objects on their state (``hixl_state``),
+each meeting its faults (``hixl_faults``); transfers are ``hixl_transfers``'.
 
 An engine is named by its ``local_engine`` string (``"ip"`` or ``"ip:port"``, hixl ``include/hixl/hixl.h:
 39-46``); with a port above 0 it listens there and others can connect to it (``hixl.h:42``), with none
@@ -26,21 +27,20 @@ transfer's bytes move when it is submitted; its status says ``WAITING`` until it
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
-from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import hixl_faults
 from datadist_sim._world.cluster import Endpoint
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.hixl_pool import (
-    DEFAULT_CAPACITY,
-    DEFAULT_WORKERS,
-    EXHAUSTED,
-    ConnectPool,
-    ConnectState,
-    Task,
+from datadist_sim._world.hixl_pool import EXHAUSTED, ConnectPool, ConnectState, Task
+from datadist_sim._world.hixl_state import (
+    EngineKind,
+    EngineSettings,
+    HixlEngine,
+    Region,
+    drop_connection,
+    tear_down,
 )
 from datadist_sim._world.trace import node_up
 from datadist_sim.faults.engine_codes import EngineMode
@@ -56,79 +56,6 @@ AUTO_CONNECT_ASYNC_S = 3.0
 NOTIFY_QUEUE_MAX = 4096
 """A ``hixl_cs`` server holds at most 4096 notifies (``ctrl_msg.h:20``, ``hixl_server.cc:193-239``)."""
 U64 = 1 << 64
-
-Desc = Tuple[int, int, int]
-"""One transfer descriptor: ``(local_addr, remote_addr, len)``."""
-
-
-class EngineKind(Enum):
-    COMM = "comm"
-    HIXL_CS = "hixl_cs"
-
-
-class OpState(IntEnum):
-    """The values of ``hixl.TransferStatus`` (``hixl_types.h:74``)."""
-
-    WAITING = 0
-    COMPLETED = 1
-    TIMEOUT = 2
-    FAILED = 3
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    kind: EngineKind = EngineKind.COMM
-    auto_connect: bool = False
-    workers: int = DEFAULT_WORKERS
-    capacity: int = DEFAULT_CAPACITY
-
-
-class Region(NamedTuple):
-    addr: int
-    nbytes: int
-    device: bool
-
-
-class Request(NamedTuple):
-    remote: str
-    user_data: int
-    done_at: float
-    state: OpState = OpState.COMPLETED
-    """What it reports at ``done_at`` (a fault makes it ``FAILED``, ``hixl_faults``)."""
-
-
-@dataclass(eq=False)
-class HixlEngine:
-    name: str
-    endpoint: Optional[Endpoint]
-    settings: EngineSettings
-    alive: bool = True
-    regions: Dict[int, Region] = field(default_factory=dict)
-    peers: Dict[str, HixlEngine] = field(default_factory=dict)
-    requests: Dict[int, Request] = field(default_factory=dict)
-    next_req: int = 1
-    notifies: List[Tuple[bytes, bytes]] = field(default_factory=list)
-    pool: ConnectPool = field(default_factory=ConnectPool)
-    broken: Set[str] = field(default_factory=set)
-    """Connections a failed transfer left unusable until they are made again (``hixl_faults``)."""
-    layout: int = 0
-    """Counts changes of ``regions`` (register, deregister, finalize): a transfer's range check, kept
-    in ``vetted``, holds while neither engine's layout has moved."""
-    vetted: Dict[Tuple[Desc, ...], Tuple[HixlEngine, int, int, bool, List[Desc]]] = field(
-        default_factory=dict
-    )
-    """Descriptor lists that passed the range check, with the peer, both layouts, the direction and
-    the copies (``hixl_transfers._plan``)."""
-
-
-class HixlEngines:
-    """The world's hixl engines: who listens where, and the handles given out."""
-
-    def __init__(self) -> None:
-        self.listeners: Dict[Endpoint, HixlEngine] = {}
-        self.next_handle = 0x10
-        self.named: Dict[str, List[HixlEngine]] = {}
-        """Every engine opened, by its name: what fault rules name (a killed one stays)."""
 
 
 def parse_engine(text: str) -> Optional[Tuple[str, int]]:
@@ -192,26 +119,8 @@ def close_engine(world: SimWorld, engine: HixlEngine) -> None:
     """``finalize``: the pool stops, the listener closes, connections, memory, requests and notifies go
     (``hixl_engine.cc:311-323``; ``adxl_inner_engine.cc:305-328``)."""
     with world.lock:
-        if tear_down(world, engine):
+        if tear_down(world.hixl, engine):
             world.record(engine.name, "hixl.engine.finalize", "ok", kind="event")
-
-
-def tear_down(world: SimWorld, engine: HixlEngine) -> bool:
-    """End a live engine, by ``finalize`` or by the death of its process (a kill): its pool stops, its
-    listener closes, and its connections, memory, requests and notifies go. False if it had ended."""
-    if not engine.alive:
-        return False
-    engine.alive = False
-    engine.pool.close()
-    if engine.endpoint is not None and world.hixl.listeners.get(engine.endpoint) is engine:
-        del world.hixl.listeners[engine.endpoint]
-    engine.peers.clear()
-    engine.regions.clear()
-    engine.layout += 1
-    engine.vetted.clear()
-    engine.requests.clear()
-    engine.notifies.clear()
-    return True
 
 
 def live(world: SimWorld, engine: HixlEngine) -> None:
@@ -332,14 +241,6 @@ def disconnect(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: floa
             raise SimError(LLMStatusCode.LLM_NOT_YET_LINK, f"not connected to {remote}")
         drop_connection(engine, remote)
         world.elapse(min(world.config.message_rtt_s, timeout_s))
-
-
-def drop_connection(engine: HixlEngine, remote: str) -> None:
-    engine.peers.pop(remote, None)
-    engine.broken.discard(remote)
-    if engine.settings.kind is EngineKind.HIXL_CS:  # client_manager.cc:168-179: its requests go too
-        for req in [r for r, request in engine.requests.items() if request.remote == remote]:
-            del engine.requests[req]
 
 
 def connect_async(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float, connect: bool) -> None:

@@ -26,8 +26,9 @@ move or not, and the code is raised, with the code hixl gives:
   ``TransferStatus.FAILED`` at its end (hixl_cs sets it from the kernel's error flag,
   ``hixl_cs_client.cc:1106-1113``); ``TransferStatus.TIMEOUT`` has no producer in the source
   (``client_handler.h:39-40`` maps a completion status nothing sets), so no fault gives it;
-- ``cap_pool`` / ``exhaust_pool`` on an engine fill its connect pool's queue: ``connect_async`` and
-  ``disconnect_async`` are ``RESOURCE_EXHAUSTED`` (``connect_pool_executor.cc:83-102``).
+- ``cap_pool`` / ``exhaust_pool`` on an engine fill its connect pool's queue (``world_faults``, with the
+  other world actions on engines): ``connect_async`` and ``disconnect_async`` are ``RESOURCE_EXHAUSTED``
+  (``connect_pool_executor.cc:83-102``).
 
 Rules name an engine by its ``local_engine`` string (``Fault.kill("10.0.0.1:26000")``); a call's
 ``remote`` is the ``remote_engine`` string it was given.
@@ -37,36 +38,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 
-from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_hixl import Code, HixlCode, as_llm
-from datadist_sim._world import hixl_engines as _engines
 from datadist_sim._world.errors import SimError
+from datadist_sim._world.hixl_state import Desc, EngineKind, HixlEngine, OpState, fail_connection
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.effects import DOOR_ACTIONS, Effect, door_effect, transfer_effect
 from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.faults.plan import Call
 
 if TYPE_CHECKING:
-    from datadist_sim._world.hixl_engines import Desc, HixlEngine, OpState
     from datadist_sim._world.world import SimWorld
 
 _MODE = EngineMode.HIXL_ENGINE
-_FATAL_FREE = frozenset(
-    {
-        LLMStatusCode.LLM_PARAM_INVALID,
-        LLMStatusCode.LLM_NOT_YET_LINK,
-        LLMStatusCode.LLM_ALREADY_LINK,
-        LLMStatusCode.LLM_FEATURE_NOT_ENABLED,
-        LLMStatusCode.LLM_OUT_OF_MEMORY,
-        HixlCode.PARAM_INVALID,
-        HixlCode.NOT_CONNECTED,
-        HixlCode.ALREADY_CONNECTED,
-        HixlCode.UNSUPPORTED,
-        HixlCode.RESOURCE_EXHAUSTED,
-    }
-)
-"""Codes that leave a connection usable (adxl ``IsLinkFatal``, ``adxl_utils.cc:88-99``): every other
-failure of a transfer is fatal to its connection."""
 
 
 class HixlFault(SimError):
@@ -215,7 +198,7 @@ def transfer_async(world: SimWorld, engine: HixlEngine, remote: str) -> AsyncOut
         fail_connection(engine, remote, effect.fail)
         raise ends
     fail_connection(engine, remote, HixlCode.FAILED)
-    return AsyncOutcome(_engines.OpState.FAILED, effect.timeout and effect.landed, extra)
+    return AsyncOutcome(OpState.FAILED, effect.timeout and effect.landed, extra)
 
 
 def poll(world: SimWorld, engine: HixlEngine, op: str, remote: str) -> Optional[OpState]:
@@ -228,9 +211,9 @@ def poll(world: SimWorld, engine: HixlEngine, op: str, remote: str) -> Optional[
         _door_on(world, engine, op, remote, None)
     if remote not in engine.broken:
         return None
-    if engine.settings.kind is _engines.EngineKind.COMM:
+    if engine.settings.kind is EngineKind.COMM:
         raise HixlFault(HixlCode.FAILED, f"the connection to {remote} failed before")
-    return _engines.OpState.FAILED
+    return OpState.FAILED
 
 
 def notify(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine, timeout_s: float) -> None:
@@ -245,15 +228,6 @@ def notify(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine, t
 
 
 # -- connections ----------------------------------------------------------------------------------
-
-
-def fail_connection(engine: HixlEngine, remote: str, code: object) -> None:
-    """A transfer on ``remote``'s connection failed with ``code``: with ``AutoConnect`` the engine drops
-    the connection; else a fatal code leaves it unusable until it is made again."""
-    if engine.settings.auto_connect:
-        _engines.drop_connection(engine, remote)
-    elif code not in _FATAL_FREE and remote in engine.peers:
-        engine.broken.add(remote)
 
 
 def _usable(engine: HixlEngine, remote: str) -> None:
@@ -293,46 +267,3 @@ def _end(
     if effect.cut or effect.timeout or _unreachable(world, engine, remote, peer):
         return HixlFault(HixlCode.TIMEOUT, f"{remote} does not answer")
     return None
-
-
-# -- world faults on engines (the plan's hooks, through ``SimWorld``) ---------------------------
-
-
-def engines_named(world: SimWorld, name: str) -> Sequence[HixlEngine]:
-    return world.hixl.named.get(name, ())
-
-
-def kill(world: SimWorld, name: str) -> None:
-    """The processes of the engines named ``name`` die: they stop listening and their memory and
-    connections go; peers are not told (their connections to them fail on use)."""
-    with world.lock:
-        for engine in engines_named(world, name):
-            if _engines.tear_down(world, engine):
-                world.record(name, "hixl.engine.kill", "ok", kind="event")
-
-
-def cut(world: SimWorld, a: str, b: str) -> None:
-    """The connections between the engines named ``a`` and ``b`` fail, both ways."""
-    with world.lock:
-        for here, there in ((a, b), (b, a)):
-            for engine in engines_named(world, here):
-                for remote, peer in list(engine.peers.items()):
-                    if remote == there or peer.name == there:
-                        fail_connection(engine, remote, HixlCode.FAILED)
-        world.record(a, "link.cut", "ok", f"remote {b}", kind="event")
-
-
-def cap_pool(world: SimWorld, name: str) -> Optional[int]:
-    """Fill the connect pools of the engines named ``name`` (they take no task); the previous capacity,
-    for ``restore_pool``."""
-    previous = None
-    for engine in engines_named(world, name):
-        previous = engine.pool.capacity if previous is None else previous
-        engine.pool.capacity = 0
-    return previous
-
-
-def restore_pool(world: SimWorld, name: str, previous: object) -> None:
-    if isinstance(previous, int):
-        for engine in engines_named(world, name):
-            engine.pool.capacity = previous

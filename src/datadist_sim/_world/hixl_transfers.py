@@ -1,5 +1,5 @@
 """hixl transfers: ``transfer_sync``, ``transfer_async`` and the status of its requests, between the
-engines of ``hixl_engines`` (which describes what an engine holds).
+engines of ``hixl_engines`` (``hixl_state`` describes what an engine holds).
 
 Every descriptor is checked against both engines' registrations (``hixl_cs``: ``hixl_mem_store.cc:
 259-279``) and then resolved through the world's address space (simulated memory, or raw pointers
@@ -19,18 +19,15 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world import hixl_faults
 from datadist_sim._world.clock import VirtualClock, other_threads
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.hixl_engines import (
-    AUTO_CONNECT_ASYNC_S,
-    U64,
+from datadist_sim._world.hixl_engines import AUTO_CONNECT_ASYNC_S, U64, connect_now, live, poll_wait
+from datadist_sim._world.hixl_state import (
     Desc,
     EngineKind,
     HixlEngine,
     OpState,
     Region,
     Request,
-    connect_now,
-    live,
-    poll_wait,
+    fail_connection,
 )
 from datadist_sim._world.ownership import enter_copy, leave_copy
 
@@ -114,7 +111,7 @@ def _checked(engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc]
             raise SimError(_P, "op_descs is empty")
         return _plan(engine, engine.peers[remote], write, descs)
     except SimError as exc:
-        hixl_faults.fail_connection(engine, remote, exc.code)
+        fail_connection(engine, remote, exc.code)
         raise
 
 
@@ -130,7 +127,7 @@ def _copy(world: SimWorld, engine: HixlEngine, remote: str, write: bool, copies:
         world.space_copy(copies)
     except SimError as exc:
         code = exc.code if exc.code is LLMStatusCode.LLM_PARAM_INVALID else _F
-        hixl_faults.fail_connection(engine, remote, code)
+        fail_connection(engine, remote, code)
         if code is LLMStatusCode.LLM_PARAM_INVALID:
             raise
         raise SimError(_F, exc.message) from None
@@ -165,7 +162,7 @@ def transfer(
             world, engine, remote, copies, _duration(world, copies), timeout_s
         )
         if duration > timeout_s:
-            hixl_faults.fail_connection(engine, remote, LLMStatusCode.LLM_TIMEOUT)
+            fail_connection(engine, remote, LLMStatusCode.LLM_TIMEOUT)
             world.elapse(timeout_s)
             raise SimError(
                 LLMStatusCode.LLM_TIMEOUT, f"transfer of {len(copies)} ranges outlasts {timeout_s} s"

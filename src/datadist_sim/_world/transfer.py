@@ -1,48 +1,54 @@
-"""The transfer engine: how any transfer runs in bytes and simulated time (``_run``: the fault effects,
-the timeout, all or nothing; ``_activity``: the link's busy rules), the push-direction transfers built on
-it (``push``, ``push_to_addrs``), and the local copies (``copy_cache``, ``copy_blocks``).
+"""The transfer engine: how any transfer between two clusters runs in bytes and simulated time, for the
+transfers built on it (``pulls``, ``pushes``). Its surface:
 
-Which ranges a transfer moves is planned in ``ranges``; ``pulls`` holds the pull, on this module's
-general path or its own fast path. Time passes outside the world lock; what a transfer relied on is
-checked again before a byte moves, so it never writes into a cache freed meanwhile.
+- ``linked_store``: the peer's cache store, once the link to it is checked usable;
+- ``link_activity``: register a transfer on the link (its busy rules) and hand back the link's mutex;
+- ``run_transfer``: one transfer, planned, met by the fault rules, timed out or committed, all or nothing;
+- ``peer_gone``: whether the peer went away since a transfer began (for a caller's own fast path);
+- ``req_id_of``: the request id a fault rule can match; ``TIMEOUT_CODES``: the codes of a timeout;
+- ``transfers_running`` / ``link_in_use``: whether a transfer is registered on a link.
+
+Which ranges a transfer moves is planned in ``ranges``. Time passes outside the world lock; what a
+transfer relied on is checked again before a byte moves, so it never writes into a cache freed meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional
 
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world.cache_table import check_accessible, check_reachable, table_of
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import other_threads
 from datadist_sim._world.cluster import ClusterNode, Mode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.fault_effects import meet_transfer_faults
 from datadist_sim._world.fault_effects import time_out as _time_out
-from datadist_sim._world.fault_effects import timeout_code as timeout_code
 from datadist_sim._world.keys import INVALID_ID, PackedKey
-from datadist_sim._world.ownership import check_destinations, enter_copy, leave_copy
-from datadist_sim._world.ranges import (
-    Range,
-    addr_ranges,
-    push_ranges,
-)
-from datadist_sim._world.requests import PullParams
+from datadist_sim._world.ranges import Range
 from datadist_sim._world.world import SimWorld, store_of
 from datadist_sim.faults.effects import NONE, transfer_effect
 from datadist_sim.faults.plan import Call
 from datadist_sim.faults.rules import current_op
 
-__all__ = ["Range", "copy_blocks", "copy_cache", "push", "push_to_addrs"]
+__all__ = [
+    "TIMEOUT_CODES",
+    "link_activity",
+    "link_in_use",
+    "linked_store",
+    "peer_gone",
+    "req_id_of",
+    "run_transfer",
+    "transfers_running",
+]
+
 _P = LLMStatusCode.LLM_PARAM_INVALID
+TIMEOUT_CODES = (LLMStatusCode.LLM_TIMEOUT, LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT)
+"""The codes of a transfer that never completed, in either mode (``fault_effects.timeout_code``)."""
 
 
-_TIMEOUTS = (LLMStatusCode.LLM_TIMEOUT, LLMStatusCode.LLM_WAIT_PROCESS_TIMEOUT)
-
-
-def _remote(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> NodeCaches:
+def linked_store(world: SimWorld, node: ClusterNode, remote_id: int, verb: str) -> NodeCaches:
     """The store of a linked peer: own cluster is PARAM_INVALID, no (ready) link NOT_YET_LINK."""
     if remote_id == node.cluster_id:
         raise SimError(_P, f"data can not be {verb} own cluster")
@@ -89,7 +95,7 @@ def _check_uce(world: SimWorld, ranges: List[Range], remote_is_src: bool) -> Non
 
 def _silent(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:
     """The peer of a link will not answer: its process died, or a fault holds. A broken v2 link is
-    not silent but missing (``_remote``: ``LLM_NOT_YET_LINK``, the status table's remedy).
+    not silent but missing (``linked_store``: ``LLM_NOT_YET_LINK``, the status table's remedy).
 
     A broken v1 link stays silent: GE keeps the Decoder's entry after a timed-out pull and looks only
     for it (``dflow/udf/built_in/llm_common/cluster_manager.cpp:165-170``; not-linked is for a missing
@@ -103,7 +109,7 @@ def _silent(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:
     return peer.broken or peer.peer_lost or world.unreachable(node.cluster_id, remote_id)
 
 
-def _peer_gone(world: SimWorld, node: ClusterNode, remote_id: int, remote: Optional[ClusterNode]) -> bool:
+def peer_gone(world: SimWorld, node: ClusterNode, remote_id: int, remote: Optional[ClusterNode]) -> bool:
     """Whether the peer's process died or finalized since the transfer began (``remote`` is the
     instance it started with), or the link was cut: a few lookups, cheap enough for every transfer."""
     peer = node.peers.get(remote_id)
@@ -118,7 +124,7 @@ def _peer_gone(world: SimWorld, node: ClusterNode, remote_id: int, remote: Optio
 def _peer_failed(world: SimWorld, node: ClusterNode, remote_id: int, remote: Optional[ClusterNode]) -> bool:
     """Whether the peer stopped answering since the transfer began: it is gone, or a partition or
     hang holds."""
-    return _peer_gone(world, node, remote_id, remote) or world.unreachable(node.cluster_id, remote_id)
+    return peer_gone(world, node, remote_id, remote) or world.unreachable(node.cluster_id, remote_id)
 
 
 def _pass_time(
@@ -144,7 +150,7 @@ def _pass_time(
     world.elapse(end - world.now())
 
 
-def _run(
+def run_transfer(
     world: SimWorld,
     node: ClusterNode,
     op: str,
@@ -186,7 +192,7 @@ def _run(
     _pass_time(world, node, remote_id, remote, seconds, nbytes)
     with world.lock:
         changed = other_threads() > 0 or world.faults.fired_total != fired_before
-        lost = _peer_gone(world, node, remote_id, remote) or (
+        lost = peer_gone(world, node, remote_id, remote) or (
             changed and world.unreachable(node.cluster_id, remote_id)
         )
         if not lost:  # else the peer died or finalized (another thread) while the bytes were in flight
@@ -196,14 +202,15 @@ def _run(
             try:
                 commit(ranges)
             except SimError as exc:  # the process serving raw memory died or stayed silent (fabric)
-                if exc.code not in _TIMEOUTS:
+                if exc.code not in TIMEOUT_CODES:
                     raise
                 lost = True
     if lost:
         _time_out(world, node, remote_id, nbytes, waited_s=seconds)
 
 
-def _req_id(key: PackedKey) -> Optional[int]:
+def req_id_of(key: PackedKey) -> Optional[int]:
+    """The request id of ``key`` a fault rule can match (None: the key carries none)."""
     return key.req_id if 0 <= key.req_id < INVALID_ID else None
 
 
@@ -211,7 +218,7 @@ _CONFLICTS = {"pull": "transfer", "transfer": "pull"}
 
 
 @contextlib.contextmanager
-def _activity(world: SimWorld, node: ClusterNode, remote_id: int, kind: str) -> Iterator[threading.Lock]:
+def link_activity(world: SimWorld, node: ClusterNode, remote_id: int, kind: str) -> Iterator[threading.Lock]:
     """Register a transfer of ``kind`` on the link; yield the link's mutex, shared by both ends.
 
     A documented conflicting transfer already running on the link (either end) gives ``LLM_LINK_BUSY``
@@ -241,143 +248,6 @@ def _activity(world: SimWorld, node: ClusterNode, remote_id: int, kind: str) -> 
             counts[kind] -= 1
 
 
-def _serialised(
-    world: SimWorld,
-    node: ClusterNode,
-    remote_id: int,
-    op: str,
-    plan: Callable[[], List[Range]],
-    kind: str = "push",
-    req_id: Optional[int] = None,
-) -> None:
-    """A push-direction transfer (the caller's memory is the source), serialised per link."""
-    before = enter_copy(remote_id, node.cluster_id)  # the remote's memory is written
-    try:
-        with _activity(world, node, remote_id, kind) as link_lock, link_lock:
-            _run(world, node, op, remote_id, req_id, plan, world.space_copy, remote_is_src=False)
-    finally:
-        leave_copy(before)
-
-
-def push(
-    world: SimWorld,
-    node: ClusterNode,
-    src_cache_id: int,
-    src_batch: int,
-    key: PackedKey,
-    params: PullParams,
-    *,
-    kind: str = "push",
-) -> None:
-    """Write the local cache ``src_cache_id`` into what ``key`` names on its cluster; never consumes keys.
-
-    ``key`` is found as the engine's ``FindCacheEntry`` finds it (``NodeCaches.find_entry``); with no
-    destination blocks in ``params`` the push is cache-to-cache, whichever kind each cache is
-    (``ranges.push_ranges``).
-    """
-
-    def plan() -> List[Range]:
-        src = store_of(world, node).live(src_cache_id)
-        store = _remote(world, node, key.cluster_id, "pushed to")
-        with store.lock:
-            peer = node.peers[key.cluster_id]  # ``_remote`` found it
-            if not peer.by_table:
-                dst, dst_batch = store.find_entry(key)
-                return push_ranges(src, src_batch, dst, dst_batch, params)
-            # a one-sided write: the local cache first, then the remote one as this link's copy of the
-            # table has it (``layer_wise_transfer_job.cc:248-251``, then ``:198`` and ``:217``)
-            check_accessible(src, "local")
-            dst, dst_batch = table_of(peer, store).find_entry(key)
-            check_accessible(dst, "remote")
-            ranges = push_ranges(src, src_batch, dst, dst_batch, params)
-            check_reachable(store, dst)
-            return ranges
-
-    _serialised(world, node, key.cluster_id, "push_cache", plan, kind, _req_id(key))
-
-
-def copy_cache(
-    world: SimWorld,
-    node: ClusterNode,
-    dst_id: int,
-    src_id: int,
-    dst_batch: int,
-    src_batch: int,
-    offset: int,
-    size: int,
-) -> None:
-    """Local copy of one batch of each tensor (``offset``/``size`` in bytes within the batch)."""
-    with world.lock:
-        store = store_of(world, node)
-        dst = store.live(dst_id)
-        src = store.live(src_id)
-        if src.num_tensors != dst.num_tensors:
-            raise SimError(_P, f"num_tensors mismatch: src {src.num_tensors}, dst {dst.num_tensors}")
-        if dst_batch >= dst.batch_size or src_batch >= src.batch_size:
-            raise SimError(_P, f"batch index out of range: dst {dst_batch}, src {src_batch}")
-        nbytes = src.batch_bytes - offset if size == -1 else size
-        if nbytes < 0 or offset + nbytes > src.batch_bytes or offset + nbytes > dst.batch_bytes:
-            raise SimError(_P, f"offset {offset} + size {nbytes} exceeds the batch")
-        _local_copy(
-            world,
-            node,
-            [
-                (d + dst_batch * dst.batch_bytes + offset, s + src_batch * src.batch_bytes + offset, nbytes)
-                for s, d in zip(src.addrs, dst.addrs)
-            ],
-        )
-
-
-def copy_blocks(world: SimWorld, node: ClusterNode, cache_id: int, pairs: Sequence[Tuple[int, int]]) -> None:
-    """Local copy of blocks ``src -> dst`` inside one blocks cache."""
-    with world.lock:
-        entry = store_of(world, node).live(cache_id)
-        block = entry.batch_bytes
-        for s, d in pairs:
-            if not (0 <= s < entry.batch_size and 0 <= d < entry.batch_size):
-                raise SimError(_P, f"block pair {s}->{d} out of range [0, {entry.batch_size})")
-        _local_copy(
-            world, node, [(a + d * block, a + s * block, block) for a in entry.addrs for s, d in pairs]
-        )
-
-
-def _local_copy(world: SimWorld, node: ClusterNode, ranges: List[Range]) -> None:
-    """Copies inside one cluster's own memory: it is both parties."""
-    before = enter_copy(node.cluster_id, node.cluster_id)
-    try:
-        world.space_copy(ranges)
-    finally:
-        leave_copy(before)
-
-
-def push_to_addrs(
-    world: SimWorld,
-    node: ClusterNode,
-    remote_id: int,
-    src_cache_id: int,
-    src_batch: int,
-    tensor_indices: Sequence[int],
-    dst_addrs: Sequence[int],
-    src_blocks: Sequence[int],
-    dst_blocks: Sequence[int],
-    dst_block_size: int,
-) -> None:
-    """``transfer_cache_async`` with a ``TransferConfig``: write local tensors to remote raw addresses
-    (planned by ``ranges.addr_ranges``), each of which must be memory of ``remote_id``
-    (``ownership.check_destinations``)."""
-
-    def plan() -> List[Range]:
-        src = store_of(world, node).live(src_cache_id)
-        _remote(world, node, remote_id, "pushed to")
-        ranges = addr_ranges(
-            src, src_batch, tensor_indices, dst_addrs, src_blocks, dst_blocks, dst_block_size
-        )
-        check_destinations(world, remote_id, ranges)
-        return ranges
-
-    _serialised(world, node, remote_id, "transfer_cache_async", plan, "transfer")
-
-
 def transfers_running(world: SimWorld, node: ClusterNode, remote_id: int) -> bool:
     """Whether a pull or transfer is in flight on the link between ``node`` and ``remote_id``."""
     with world.lock:
@@ -388,7 +258,7 @@ def transfers_running(world: SimWorld, node: ClusterNode, remote_id: int) -> boo
 def link_in_use(
     local: Optional[NodeCaches], remote: Optional[NodeCaches], local_id: int, remote_id: int
 ) -> bool:
-    """Whether a transfer is registered on the link at either end (``_activity``'s counts); under the
+    """Whether a transfer is registered on the link at either end (``link_activity``'s counts); under the
     world lock, which registering takes."""
     mine = None if local is None else local.ops.get(remote_id)
     theirs = None if remote is None else remote.ops.get(local_id)

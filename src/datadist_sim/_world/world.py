@@ -9,7 +9,7 @@ from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Set, 
 
 from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import active, fault_effects, hixl_faults
+from datadist_sim._world import active, world_faults
 from datadist_sim._world.address_space import AddressSpace
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import Clock, VirtualClock, Wake
@@ -17,7 +17,7 @@ from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, NodeSetting
 from datadist_sim._world.comms import CommRegistry
 from datadist_sim._world.config import SimConfig as SimConfig
 from datadist_sim._world.errors import SimError
-from datadist_sim._world.hixl_engines import HixlEngines
+from datadist_sim._world.hixl_state import HixlEngines
 from datadist_sim._world.trace import Trace, TraceEvent, node_up
 from datadist_sim.faults.engine_codes import EngineMode
 from datadist_sim.faults.plan import FaultPlan
@@ -72,12 +72,13 @@ class SimWorld:
         self.memory.on_join = self._forget_views
         self.caches: Dict[int, NodeCaches] = {}
         self.hixl = HixlEngines()
-        """The engines of the ``hixl`` API (``hixl_engines``): they are not clusters."""
+        """The engines of the ``hixl`` API (``hixl_state``, ``hixl_engines``): they are not clusters."""
         self.killed: Set[int] = set()
         """Clusters a fault rule killed (until one with the same id is initialised again)."""
         self.faults = FaultPlan(self, seed)
         """The fault rules of this world; it reaches the world through the hooks this world has
-        (``faults.plan.WorldHooks``), and the world applies what fired (``fault_effects``)."""
+        (``faults.plan.WorldHooks``), and the world applies what fired (``world_faults``; what fires
+        on a call, ``fault_effects``)."""
 
     def activate(self) -> contextlib.AbstractContextManager[SimWorld]:
         """``with world.activate():`` instances constructed inside the block join this world."""
@@ -123,11 +124,9 @@ class SimWorld:
             if not quiet:
                 self.record(node.cluster_id, "node.finalize", "ok", kind="event")
 
-    def kill(self, cluster_id: Union[int, str]) -> None:
+    def kill(self, cluster_id: int) -> None:
         """The process of ``cluster_id`` dies: listeners close, memory is reclaimed, peers are not told.
-        A name is that of ``hixl`` engines (``hixl_faults``)."""
-        if isinstance(cluster_id, str):
-            return hixl_faults.kill(self, cluster_id)
+        (A kill of ``hixl`` engines, named by a ``str``, is ``world_faults``'.)"""
         with self.lock:
             node = self._nodes.get(cluster_id)
             if node is None:
@@ -253,10 +252,9 @@ class SimWorld:
         na, nb = self._nodes.get(a), self._nodes.get(b)
         return na is not None and nb is not None and b in na.peers and a in nb.peers
 
-    def break_link(self, a: Union[int, str], b: Union[int, str]) -> None:
-        """Cut the link between ``a`` and ``b``: both ends stay but fail until it is made again."""
-        if isinstance(a, str) or isinstance(b, str):
-            return hixl_faults.cut(self, str(a), str(b))
+    def break_link(self, a: int, b: int) -> None:
+        """Cut the link between ``a`` and ``b``: both ends stay but fail until it is made again.
+        (A cut between ``hixl`` engines, named by a ``str``, is ``world_faults``'.)"""
         with self.lock:
             for holder, remote in ((a, b), (b, a)):
                 node = self._nodes.get(holder)
@@ -272,12 +270,12 @@ class SimWorld:
     # -- world faults ---------------------------------------------------------------------------
 
     def start_fault(self, rule: Fault) -> object:
-        """A world action fired (the plan's hook): applied where every fault effect is."""
-        return fault_effects.start_world_fault(self, rule)
+        """A world action fired (the plan's hook): applied where every world action is."""
+        return world_faults.start_world_fault(self, rule)
 
     def heal_fault(self, rule: Fault, undo: object, poisoned: Sequence[Tuple[int, int]]) -> None:
-        """A rule healed (the plan's hook): undone where every fault effect is."""
-        fault_effects.heal_world_fault(self, rule, undo, poisoned)
+        """A rule healed (the plan's hook): undone where every world action is."""
+        world_faults.heal_world_fault(self, rule, undo, poisoned)
 
     # -- peers that do not answer ---------------------------------------------------------------
 

@@ -7,8 +7,9 @@ is a row here, its constructor and effect on this floor, and the one place in th
   ``link_outcome`` for one remote cluster of a link call, ``meet_transfer_faults`` for a transfer (the
   calls of the ``hixl`` engine API meet theirs in ``_world/hixl_faults.py``);
 - a world action fires and heals through the plan (``plan.FaultPlan._apply_world`` and ``_heal``), which
-  hands the rule to the world's two hooks, applied in ``fault_effects.start_world_fault`` and
-  ``heal_world_fault``; a lasting one is read back by the world's queries (``hung``, ``partitioned``).
+  hands the rule to the world's two hooks, applied in ``_world/world_faults.py`` (``start_world_fault``
+  and ``heal_world_fault``, for clusters and ``hixl`` engines alike); a lasting one is read back by
+  the world's queries (``hung``, ``partitioned``).
 
 Imports nothing of the package.
 """

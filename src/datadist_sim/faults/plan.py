@@ -4,7 +4,7 @@ they start and undo.
 The plan decides; it does not act on calls (``effects`` turns the rules that fired on a call into what
 happens to it). World actions (a kill, a partition, a capped pool) it starts and heals through
 ``WorldHooks``, the few things it needs of a world, which ``SimWorld`` has (``start_fault`` and
-``heal_fault``, applied in ``_world/fault_effects.py``): the plan sits on a floor under the world and
+``heal_fault``, applied in ``_world/world_faults.py``): the plan sits on a floor under the world and
 never imports it.
 
 Randomness comes from the plan's own generator, seeded from the world's seed, so adding a rule never
