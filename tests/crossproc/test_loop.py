@@ -14,11 +14,11 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 
-from datadist_sim.fabric import loop
-from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed
-from datadist_sim.fabric.codec import make_dumps, make_loads
-from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import HEADER, client_handshake
+from datadist_sim.fabric.transport import loop
+from datadist_sim.fabric.transport.channel import CallConnection, Channel, ChannelClosed
+from datadist_sim.fabric.transport.codec import make_dumps, make_loads
+from datadist_sim.fabric.transport.pool import WorkerPool
+from datadist_sim.fabric.transport.wire import HEADER, client_handshake
 
 TOKEN = "0123456789abcdef0123"
 WAIT_S = 20.0

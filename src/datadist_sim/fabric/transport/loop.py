@@ -33,13 +33,13 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Tuple, Union
 
-from datadist_sim.fabric.channel import Payload
-from datadist_sim.fabric.connection import MAX_IN_FLIGHT as MAX_IN_FLIGHT
-from datadist_sim.fabric.connection import Connection as Connection
-from datadist_sim.fabric.connection import answering
-from datadist_sim.fabric.exceptions import PayloadRefused
-from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import HEADER, HELLO, MAX_FRAME, server_handshake
+from datadist_sim.fabric.transport.channel import Payload
+from datadist_sim.fabric.transport.connection import MAX_IN_FLIGHT as MAX_IN_FLIGHT
+from datadist_sim.fabric.transport.connection import Connection as Connection
+from datadist_sim.fabric.transport.connection import answering
+from datadist_sim.fabric.transport.exceptions import PayloadRefused
+from datadist_sim.fabric.transport.pool import WorkerPool
+from datadist_sim.fabric.transport.wire import HEADER, HELLO, MAX_FRAME, server_handshake
 
 HELLO_WAIT_S = 5.0
 """A new connection that has not sent its ``HELLO`` within this is dropped."""
@@ -270,7 +270,7 @@ class SelectorLoop:
     # -- new connections ---------------------------------------------------------------------------
 
     def _accept(self) -> None:
-        from datadist_sim.fabric.wire import peer_credentials
+        from datadist_sim.fabric.transport.wire import peer_credentials
 
         while True:
             try:

@@ -8,7 +8,7 @@ own calls: the calling thread sends and reads the reply itself, with no reader t
 Every wait has a timeout, and a closed connection wakes every waiter at once with ``ChannelClosed``, so
 a dead peer never hangs anyone.
 
-Frames are an 8-byte length and a message that ``fabric/codec.py`` encodes and decodes, after both ends
+Frames are an 8-byte length and a message that ``codec`` encodes and decodes, after both ends
 passed the handshake (``wire``).
 """
 
@@ -22,9 +22,14 @@ import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
 
-from datadist_sim.fabric import fdpass
-from datadist_sim.fabric.exceptions import PayloadRefused, RemoteError, pack_exception, unpack_exception
-from datadist_sim.fabric.wire import (
+from datadist_sim.fabric.transport import fdpass
+from datadist_sim.fabric.transport.exceptions import (
+    PayloadRefused,
+    RemoteError,
+    pack_exception,
+    unpack_exception,
+)
+from datadist_sim.fabric.transport.wire import (
     HEADER,
     MAX_FRAME,
     ChannelClosed,
@@ -56,7 +61,7 @@ class Endpoint:
     """What both ends of a channel share: asking and waiting (bounded), answering, closing once.
 
     ``handler(kind, payload)`` answers the other end's requests; ``dumps``/``loads`` are this end's
-    codec (``fabric/codec.py``, with its object handles). A subclass sends (``_send_bytes``) and
+    codec (``fabric/transport/codec.py``, with its object handles). A subclass sends (``_send_bytes``) and
     decides where a request runs (``_run``).
     """
 

@@ -11,10 +11,10 @@ import socket
 import threading
 from typing import Any, Callable, Optional
 
-from datadist_sim.fabric.channel import Endpoint, Handler, Payload
-from datadist_sim.fabric.fdpass import send_with_fd, take_handed
-from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import send_nonblocking
+from datadist_sim.fabric.transport.channel import Endpoint, Handler, Payload
+from datadist_sim.fabric.transport.fdpass import send_with_fd, take_handed
+from datadist_sim.fabric.transport.pool import WorkerPool
+from datadist_sim.fabric.transport.wire import send_nonblocking
 
 SEND_TIMEOUT_S = 30.0
 """A peer that takes none of a reply for this long is treated as gone."""
