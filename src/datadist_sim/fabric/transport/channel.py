@@ -3,7 +3,7 @@
 Both ends can ask: a client asks the fabric to run a call; the fabric asks a client to read or write
 memory that only the client can reach. ``Endpoint`` holds what both ends share (reply slots, answering a
 request, closing once); ``Channel`` is a client's end, with one reader thread; the fabric's end is
-``loop.Connection``, fed by the fabric's selector. ``CallConnection`` is a client's connection for its
+``loop.Connection``, fed by the fabric's poll. ``CallConnection`` is a client's connection for its
 own calls: the calling thread sends and reads the reply itself, with no reader thread in between.
 Every wait has a timeout, and a closed connection wakes every waiter at once with ``ChannelClosed``, so
 a dead peer never hangs anyone.

@@ -86,7 +86,7 @@ def recv_frame(sock: socket.socket) -> bytes:
 
 
 def send_nonblocking(sock: socket.socket, payload: bytes, timeout: float) -> None:
-    """``sendall`` for a non-blocking socket (the fabric's, watched by its selector): wait for room at
+    """``sendall`` for a non-blocking socket (the fabric's, watched by its poll): wait for room at
     most ``timeout`` seconds in all; a peer that stops reading for longer is given up on. A small
     message usually goes in one ``send`` with room to spare: then nothing else is done."""
     header = HEADER.pack(len(payload))
