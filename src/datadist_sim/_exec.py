@@ -157,7 +157,7 @@ def _count_codes(directory: Path) -> None:
     os.register_at_fork(after_in_child=coverage.reset)  # a forked child counts only its own calls
 
     def write() -> None:
-        from datadist_sim.fabric.client import existing_client
+        from datadist_sim.fabric.client.client import existing_client
 
         client = existing_client()
         if client is not None:

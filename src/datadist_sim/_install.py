@@ -75,7 +75,7 @@ def install(*, force: bool = False) -> None:
             warnings.warn(f"datadist_sim.install() shadows the real llm_datadist at {real}", stacklevel=2)
         modules = _face_modules()
         if os.environ.get("DATADIST_SIM_FABRIC"):  # fabric hook: cross-process mode (datadist_sim.fabric)
-            from datadist_sim.fabric.faces import remote_faces
+            from datadist_sim.fabric.client.faces import remote_faces
 
             modules = remote_faces(modules)
         _saved = {name: sys.modules.get(name) for name in modules}

@@ -177,14 +177,14 @@ def _exec_fabric_env(args: argparse.Namespace) -> Dict[str, str]:
     ``DATADIST_SIM_FABRIC``. Empty without ``--fabric``: each Python process gets its own world."""
     if args.fabric is None:
         return {}
-    from datadist_sim.fabric.service import exec_address
+    from datadist_sim.fabric.host.service import exec_address
 
     return {"DATADIST_SIM_FABRIC": exec_address(args.fabric, seed=args.seed, trace=args.trace)}
 
 
 def cmd_fabric(args: argparse.Namespace) -> int:
     """Serve one simulated world to every process that joins it (cross-process mode)."""
-    from datadist_sim.fabric.service import run
+    from datadist_sim.fabric.host.service import run
 
     return run(args)
 
@@ -206,7 +206,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         return 2
     owned = None
     if args.fabric is not None:
-        from datadist_sim.fabric.service import owns_world
+        from datadist_sim.fabric.host.service import owns_world
 
         owned = extra_env["DATADIST_SIM_FABRIC"] if owns_world(args.fabric) else None
     coverage = _exec_coverage(args)
@@ -222,7 +222,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         )
     finally:
         if owned is not None:  # this job's own world ends with it: fabric, files, memory
-            from datadist_sim.fabric.service import end_world
+            from datadist_sim.fabric.host.service import end_world
 
             end_world(owned)
     if coverage is None:
@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     fabric = sub.add_parser(
         "fabric", help="serve one simulated world to several processes (cross-process mode)"
     )
-    from datadist_sim.fabric.service import add_arguments as add_fabric_arguments
+    from datadist_sim.fabric.host.service import add_arguments as add_fabric_arguments
 
     add_fabric_arguments(fabric)
     fabric.set_defaults(func=cmd_fabric)

@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
-from datadist_sim.fabric.address import ENV_VAR, FabricAddress, new_address
+from datadist_sim.fabric.transport.address import ENV_VAR, FabricAddress, new_address
 
 PROGRAMS = Path(__file__).parent / "programs"
 TIMEOUT_S = 60.0

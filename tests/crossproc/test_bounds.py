@@ -12,7 +12,7 @@ from typing import List
 
 import pytest
 
-from datadist_sim.fabric import loop
+from datadist_sim.fabric.transport import loop
 
 from .conftest import TIMEOUT_S, Fabric
 

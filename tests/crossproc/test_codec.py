@@ -1,6 +1,6 @@
-"""The fabric's codec (``fabric/codec.py``): what it carries and how it comes back, what it refuses at the
-sender, what a hostile frame gets (its request refused, or its connection dropped), and that decoding
-names no type and imports nothing."""
+"""The fabric's codec (``fabric/transport/codec.py``): what it carries and how it comes back, what it
+refuses at the sender, what a hostile frame gets (its request refused, or its connection dropped), and
+that decoding names no type and imports nothing."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from datadist_sim._status import LLMException, LLMStatusCode
-from datadist_sim.fabric import codec
-from datadist_sim.fabric.channel import Channel
-from datadist_sim.fabric.exceptions import (
+from datadist_sim.fabric.transport import codec
+from datadist_sim.fabric.transport.channel import Channel
+from datadist_sim.fabric.transport.exceptions import (
     PayloadRefused,
     RemoteError,
     TypeRefused,
     pack_exception,
     unpack_exception,
 )
-from datadist_sim.fabric.wire import send_frame
+from datadist_sim.fabric.transport.wire import send_frame
 from datadist_sim.llm_datadist import (
     BlocksCacheKey,
     CacheDesc,
@@ -168,8 +168,8 @@ def test_a_value_the_protocol_does_not_carry_is_a_type_error_at_the_sender_namin
     [
         (Ext(codec.DATA, pack(["posix.system", {"command": "true"}])), "posix.system"),
         (
-            Ext(codec.DATA, pack(["datadist_sim.fabric.session.Session", {}])),
-            "datadist_sim.fabric.session.Session",
+            Ext(codec.DATA, pack(["datadist_sim.fabric.host.session.Session", {}])),
+            "datadist_sim.fabric.host.session.Session",
         ),
         (Ext(codec.ENUM, pack(["os.PathLike", 1])), "os.PathLike"),
         (Ext(codec.ENUM, pack(["datadist_sim.llm_datadist.configs.LLMRole", 99])), "LLMRole"),
@@ -359,7 +359,7 @@ def test_a_hand_written_frame_naming_a_type_gets_a_type_error_and_the_channel_go
 
 
 def _recv(sock: socket.socket) -> bytes:
-    from datadist_sim.fabric.wire import recv_frame
+    from datadist_sim.fabric.transport.wire import recv_frame
 
     sock.settimeout(10)
     return recv_frame(sock)

@@ -17,9 +17,10 @@ import pytest
 
 from datadist_sim._status import LLMException, LLMStatusCode
 from datadist_sim._world.errors import SimError
-from datadist_sim.fabric import address
-from datadist_sim.fabric.channel import Channel, ChannelClosed, ChannelTimeout
-from datadist_sim.fabric.shm import SharedAddressSpace, lend, open_view, shm_directory
+from datadist_sim.fabric.host.shm import SharedAddressSpace, lend, shm_directory
+from datadist_sim.fabric.transport import address
+from datadist_sim.fabric.transport.channel import Channel, ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.transport.memfile import open_view
 
 TOKEN = "0123456789abcdef0123"
 
@@ -303,7 +304,7 @@ def test_a_socket_path_too_long_for_unix_is_refused_up_front() -> None:
 
 
 def test_exec_fabric_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from datadist_sim.fabric.service import exec_address
+    from datadist_sim.fabric.host.service import exec_address
 
     explicit = f"unix:/run/x/fabric.sock?token={TOKEN}"
     assert exec_address(explicit) == explicit
@@ -327,7 +328,7 @@ def test_exec_fabric_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_fabric_world_settings_parse_to_their_types() -> None:
-    from datadist_sim.fabric.service import sim_config
+    from datadist_sim.fabric.host.service import sim_config
 
     config = sim_config(
         ["link_busy=serialize", "v2_cluster_limit=true", "max_links=8", "poll_interval_s=0.25"]
@@ -349,7 +350,7 @@ def test_fabric_world_settings_parse_to_their_types() -> None:
 def test_a_backing_that_cannot_be_had_is_the_pools_out_of_memory_code(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from datadist_sim.fabric import shm
+    from datadist_sim.fabric.host import shm
 
     space = _space(_Owner())
     pool = space.create_pool(1 << 20, oom_code=LLMStatusCode.LLM_DEVICE_OUT_OF_MEMORY)
@@ -376,8 +377,8 @@ def test_a_listener_with_a_full_backlog_counts_as_alive_and_its_socket_is_never_
     tmp_path: Path,
 ) -> None:
     from datadist_sim._world.world import SimWorld
-    from datadist_sim.fabric.launch import LISTENING, STALE, probe
-    from datadist_sim.fabric.server import FabricServer
+    from datadist_sim.fabric.host.server import FabricServer
+    from datadist_sim.fabric.transport.launch import LISTENING, STALE, probe
 
     folder = tmp_path / "f"
     folder.mkdir(mode=0o700)
@@ -414,7 +415,7 @@ def test_a_proxys_method_is_asked_about_once_then_found_on_its_class_and_forward
     """After the fabric has said a name is a method, the proxy class holds it: later look-ups neither ask
     the fabric again nor go through ``__getattr__`` (the failed look-up cost more than the
     call), and each call still travels as ``("call", proxy, name, args, kwargs)``."""
-    from datadist_sim.fabric.remote import proxy_class, stand_in
+    from datadist_sim.fabric.client.remote import proxy_class, stand_in
 
     sent: List[Tuple[Any, ...]] = []
 

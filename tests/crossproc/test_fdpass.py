@@ -14,9 +14,9 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from datadist_sim.fabric import fdpass
-from datadist_sim.fabric.channel import CallConnection, ChannelClosed
-from datadist_sim.fabric.wire import HEADER
+from datadist_sim.fabric.transport import fdpass
+from datadist_sim.fabric.transport.channel import CallConnection, ChannelClosed
+from datadist_sim.fabric.transport.wire import HEADER
 
 pytestmark = pytest.mark.crossproc
 

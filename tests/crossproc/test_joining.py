@@ -19,8 +19,8 @@ from typing import List
 
 import pytest
 
-from datadist_sim.fabric.address import ENV_VAR
-from datadist_sim.fabric.client import connect
+from datadist_sim.fabric.client.client import connect
+from datadist_sim.fabric.transport.address import ENV_VAR
 
 from .conftest import TIMEOUT_S, Fabric
 

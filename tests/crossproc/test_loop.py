@@ -1,6 +1,6 @@
-"""The fabric's selector loop in one process: the leader answers a request on its own thread, so what
+"""The fabric's poll loop in one process: the leader answers a request on its own thread, so what
 must hold is that an answer that blocks there never keeps the other connections waiting. It hands the
-selector on at once when it asks a client something (whose reply only the selector reads), and after
+poll on at once when it asks a client something (whose reply only the poll reads), and after
 ``HANDOFF_S`` when it blocks on anything else."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 
-from datadist_sim.fabric import loop
-from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed
-from datadist_sim.fabric.codec import make_dumps, make_loads
-from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import HEADER, client_handshake
+from datadist_sim.fabric.transport import loop
+from datadist_sim.fabric.transport.channel import CallConnection, Channel, ChannelClosed
+from datadist_sim.fabric.transport.codec import make_dumps, make_loads
+from datadist_sim.fabric.transport.pool import WorkerPool
+from datadist_sim.fabric.transport.wire import HEADER, client_handshake
 
 TOKEN = "0123456789abcdef0123"
 WAIT_S = 20.0
@@ -30,7 +30,7 @@ def _no_reference(pid: Any) -> Any:
 
 
 class _Served:
-    """A ``SelectorLoop`` on a socket in ``folder``, its connections answering with ``handler``."""
+    """A ``LeaderLoop`` on a socket in ``folder``, its connections answering with ``handler``."""
 
     def __init__(self, folder: Path, handler: Any) -> None:
         self.path = str(folder / "loop.sock")
@@ -52,7 +52,7 @@ class _Served:
             self.conns.append(conn)
             return conn
 
-        self.loop = loop.SelectorLoop(listener, TOKEN, admit, self.pool)
+        self.loop = loop.LeaderLoop(listener, TOKEN, admit, self.pool)
         self.thread = threading.Thread(target=self.loop.run, args=(lambda: True,), daemon=True)
         self.thread.start()
 
@@ -116,7 +116,7 @@ def test_an_answer_blocked_on_the_leaders_thread_does_not_keep_another_connectio
     assert blocked == [True]
 
 
-def test_a_leader_that_asks_a_client_hands_the_selector_on_at_once(
+def test_a_leader_that_asks_a_client_hands_the_poll_on_at_once(
     served: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(loop, "HANDOFF_S", 3600.0)  # the standby never steps in: only the ask hands on
@@ -126,7 +126,7 @@ def test_a_leader_that_asks_a_client_hands_the_selector_on_at_once(
         if kind == "hello":
             asked.append(conn)
             return os.getpid()
-        (target,) = payload  # "ask": the fabric asks the first client, whose reply the selector reads
+        (target,) = payload  # "ask": the fabric asks the first client, whose reply the poll reads
         return asked[target].request("ping", 5, timeout=WAIT_S)
 
     fabric = served(handler)

@@ -13,8 +13,8 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 
-from datadist_sim.fabric import loop, pool, wire
-from datadist_sim.fabric.wire import HEADER, HELLO
+from datadist_sim.fabric.transport import loop, pool, wire
+from datadist_sim.fabric.transport.wire import HEADER, HELLO
 
 from .test_loop import WAIT_S, _frame, _replies, _Served
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from datadist_sim.fabric.address import ENV_VAR, new_address
+from datadist_sim.fabric.transport.address import ENV_VAR, new_address
 
 from .conftest import TIMEOUT_S
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from datadist_sim.fabric.address import ENV_VAR
+from datadist_sim.fabric.transport.address import ENV_VAR
 
 from .conftest import TIMEOUT_S, Fabric
 

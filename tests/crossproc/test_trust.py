@@ -14,10 +14,10 @@ from typing import Iterator, List
 
 import pytest
 
-from datadist_sim.fabric import wire
-from datadist_sim.fabric.address import ENV_VAR, FabricAddress, new_address
-from datadist_sim.fabric.client import connect
-from datadist_sim.fabric.wire import FabricRefused
+from datadist_sim.fabric.client.client import connect
+from datadist_sim.fabric.transport import wire
+from datadist_sim.fabric.transport.address import ENV_VAR, FabricAddress, new_address
+from datadist_sim.fabric.transport.wire import FabricRefused
 
 from .conftest import TIMEOUT_S, Fabric, Program
 

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from datadist_sim.fabric.address import ENV_VAR, new_address
+from datadist_sim.fabric.transport.address import ENV_VAR, new_address
 
 pytestmark = [pytest.mark.crossproc, pytest.mark.slow]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from datadist_sim.fabric import address
-from datadist_sim.fabric.wire import FabricRefused, client_handshake
+from datadist_sim.fabric.transport import address
+from datadist_sim.fabric.transport.wire import FabricRefused, client_handshake
 
 from .conftest import Fabric
 

@@ -14,8 +14,8 @@ from typing import Callable, Dict, List
 
 import pytest
 
-from datadist_sim.fabric.address import ENV_VAR
-from datadist_sim.fabric.shm import shm_directory
+from datadist_sim.fabric.host.shm import shm_directory
+from datadist_sim.fabric.transport.address import ENV_VAR
 
 from .conftest import TIMEOUT_S, Fabric, Program
 

@@ -1,5 +1,5 @@
-"""Reading another process's memory directly (``fabric/xmem.py``), and the scratch file a read through
-an owner leaves for the write that follows (``fabric/raw.py``)."""
+"""Reading another process's memory directly (``fabric/client/xmem.py``), and the scratch file a read through
+an owner leaves for the write that follows (``fabric/host/raw.py``)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import pytest
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.errors import SimError
-from datadist_sim.fabric import xmem
-from datadist_sim.fabric.raw import _holding
-from datadist_sim.fabric.shm import ScratchPool, shm_directory
+from datadist_sim.fabric.client import xmem
+from datadist_sim.fabric.host.raw import _holding
+from datadist_sim.fabric.host.shm import ScratchPool, shm_directory
 
 pytestmark = pytest.mark.skipif(xmem._READV is None, reason="needs Linux process_vm_readv")
 
 _CHILD = """
 import sys
 import numpy as np
-from datadist_sim.fabric import xmem
+from datadist_sim.fabric.client import xmem
 data = (np.arange(1 << 16) % 251).astype(np.uint8)
 where, mark = xmem.identity()
 print(data.ctypes.data, where, mark.hex(), flush=True)
@@ -140,7 +140,7 @@ class _Session:
 
 @pytest.mark.parametrize("kernel_allows", [True, False])
 def test_a_refused_direct_read_is_asked_once_per_pair_of_processes(kernel_allows: bool) -> None:
-    from datadist_sim.fabric.raw import RawRouter
+    from datadist_sim.fabric.host.raw import RawRouter
 
     log: List[str] = []
     owner, reader = _Session(101, _Channel(True, log)), _Session(102, _Channel(kernel_allows, log))
@@ -163,7 +163,7 @@ def test_a_refused_direct_read_is_asked_once_per_pair_of_processes(kernel_allows
 
 
 def test_one_process_on_both_sides_is_not_read_directly() -> None:
-    from datadist_sim.fabric.raw import RawRouter
+    from datadist_sim.fabric.host.raw import RawRouter
 
     log: List[str] = []
     both = _Session(101, _Channel(True, log))

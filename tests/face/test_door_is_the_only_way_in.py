@@ -55,7 +55,7 @@ def test_tools_and_fabric_import_the_world_only_through_its_surface() -> None:
     ]
     tools = {str(p.relative_to(PACKAGE)) for p in checked}
     # the scan covers the tools and the fabric it is meant to guard
-    assert {"cli.py", "__init__.py", "aio.py", "pytest_plugin.py", "fabric/server.py"} <= tools
+    assert {"cli.py", "__init__.py", "aio.py", "pytest_plugin.py", "fabric/host/server.py"} <= tools
     assert any(t.startswith(("bench/", "explore/", "scenarios/")) for t in tools)
     into_a_room = {
         f"{path.relative_to(PACKAGE)}: {name}"

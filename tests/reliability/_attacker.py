@@ -7,9 +7,9 @@ import itertools
 import socket
 from typing import Any, Tuple
 
-from datadist_sim.fabric import codec, wire
-from datadist_sim.fabric.address import FabricAddress
-from datadist_sim.fabric.exceptions import unpack_exception
+from datadist_sim.fabric.transport import codec, wire
+from datadist_sim.fabric.transport.address import FabricAddress
+from datadist_sim.fabric.transport.exceptions import unpack_exception
 
 
 class Attacker:

@@ -15,7 +15,7 @@ import pytest
 from tests.crossproc.conftest import Fabric
 from tests.reliability._attacker import Attacker
 
-from datadist_sim.fabric import arrays, codec
+from datadist_sim.fabric.transport import arrays, codec
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ pack = msgspec.msgpack.encode
 
 
 def _array(dtype: str, shape: Any, data: bytes) -> Ext:
-    """The protocol's array form (``fabric/codec.py``), with whatever dtype name a peer writes."""
+    """The protocol's array form (``fabric/transport/codec.py``), with whatever dtype name a peer writes."""
     head = pack([dtype, shape])
     return Ext(codec.ARRAY, len(head).to_bytes(2, "little") + head + data)
 
@@ -136,8 +136,8 @@ def test_numpy_values_of_other_than_plain_numeric_dtypes_are_a_type_error(fabric
 def test_the_array_builder_refuses_anything_but_a_plain_dtype_a_shape_and_exactly_its_bytes(
     args: Any,
 ) -> None:
-    from datadist_sim.fabric.arrays import build_array
-    from datadist_sim.fabric.exceptions import TypeRefused
+    from datadist_sim.fabric.transport.arrays import build_array
+    from datadist_sim.fabric.transport.exceptions import TypeRefused
 
     with pytest.raises(TypeRefused):
         build_array(*args)

@@ -13,8 +13,8 @@ import pytest
 from tests.crossproc.conftest import Fabric
 from tests.reliability._attacker import Attacker
 
-from datadist_sim.fabric import wire
-from datadist_sim.fabric.exceptions import unpack_exception
+from datadist_sim.fabric.transport import wire
+from datadist_sim.fabric.transport.exceptions import unpack_exception
 
 
 @pytest.fixture

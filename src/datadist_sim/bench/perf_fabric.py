@@ -10,7 +10,7 @@ same run on the same machine.
   plus simulator;
 - a large pull between memory the two processes registered by raw pointer against a ``memcpy``
   between two shared-memory mappings (what the bytes must cost at least): as the fabric does it where
-  the kernel lets one process read another's memory (one copy, ``fabric/xmem.py``), and with that
+  the kernel lets one process read another's memory (one copy, ``fabric/client/xmem.py``), and with that
   turned off (``direct_memory=0``: two copies through a shared scratch file).
 
 **Placement.** A round trip costs what its two wake-ups cost, and that depends on where the scheduler
@@ -110,7 +110,7 @@ else:
             got += len(mine.recv(4096))
     def pull():
         cm.pull_cache(key, dst, 0)
-    from datadist_sim.fabric.client import current_client
+    from datadist_sim.fabric.client.client import current_client
     client = current_client()
     def noop():
         client.function("now")
@@ -137,7 +137,7 @@ def _memcpy_shared(nbytes: int, repeat: int) -> float:
 
     import numpy as np
 
-    from datadist_sim.fabric.shm import shm_directory
+    from datadist_sim.fabric.host.shm import shm_directory
 
     arrays = []
     with tempfile.TemporaryDirectory(dir=shm_directory()) as folder:
@@ -217,7 +217,7 @@ def _fabric_figures(
     """One fabric and its two client processes: the small pull, the ping-pong and the no-op call timed
     in turn (``repeat`` rounds of ``inner`` each), then a large pull of ``nbytes``. With a
     ``placement``, each process is held to its CPUs from its start; without, the scheduler places them."""
-    from datadist_sim.fabric.address import ENV_VAR, FabricAddress, new_address
+    from datadist_sim.fabric.transport.address import ENV_VAR, FabricAddress, new_address
 
     folder = tempfile.mkdtemp(prefix="dds-bench-")
     env = dict(os.environ)

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from datadist_sim.fabric.address import ENV_VAR, FabricAddress, default_address, from_env, new_address, parse
+from datadist_sim.fabric.transport.address import (
+    ENV_VAR,
+    FabricAddress,
+    default_address,
+    from_env,
+    new_address,
+    parse,
+)
 
 __all__ = [
     "ENV_VAR",
@@ -30,7 +37,7 @@ def tensor_views(
     cache: Any, shape: Optional[Sequence[int]] = None, dtype: Any = None, **kwargs: Any
 ) -> List[Any]:
     """``datadist_sim.tensor_views`` for a process of a fabric: numpy views mapped from shared memory."""
-    from datadist_sim.fabric.client import current_client
+    from datadist_sim.fabric.client.client import current_client
 
     client = current_client()
     if client is None:
@@ -42,7 +49,7 @@ def tensor_views(
 
 def trace_lines(last: Optional[int] = None) -> List[str]:
     """The fabric's merged trace: every process's events, in simulated-time order."""
-    from datadist_sim.fabric.client import current_client
+    from datadist_sim.fabric.client.client import current_client
 
     client = current_client()
     if client is None:
@@ -52,7 +59,7 @@ def trace_lines(last: Optional[int] = None) -> List[str]:
 
 def status() -> Dict[str, Any]:
     """The fabric's state: live cluster ids, connected processes, shared segments and bytes backed."""
-    from datadist_sim.fabric.client import current_client
+    from datadist_sim.fabric.client.client import current_client
 
     client = current_client()
     if client is None:
@@ -64,7 +71,7 @@ def trace_events() -> List[Dict[str, Any]]:
     """The fabric's merged trace as dicts (``TraceEvent.to_json`` of each), oldest first."""
     import json
 
-    from datadist_sim.fabric.client import current_client
+    from datadist_sim.fabric.client.client import current_client
 
     client = current_client()
     if client is None:

@@ -2,6 +2,6 @@
 
 import sys
 
-from datadist_sim.fabric.service import main
+from datadist_sim.fabric.host.service import main
 
 sys.exit(main())

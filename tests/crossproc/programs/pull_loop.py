@@ -54,7 +54,7 @@ else:
         good += int((view == 7).all())
     say("pulled", good)
     if sys.argv[3:] == ["frames"]:  # the first byte of the last pull's request and of its reply
-        from datadist_sim.fabric.client import current_client
+        from datadist_sim.fabric.client.client import current_client
 
         conn = current_client()._idle_calls[-1]
         sent, got = [], []

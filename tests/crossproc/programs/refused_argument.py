@@ -12,7 +12,7 @@ from _common import say
 from llm_datadist import CacheDesc, DataType, LLMDataDist, LLMRole  # type: ignore[import-not-found]
 
 import datadist_sim.fabric
-from datadist_sim.fabric.client import current_client
+from datadist_sim.fabric.client.client import current_client
 
 marker = sys.argv[1]
 

@@ -10,8 +10,8 @@ from _common import say, wait_for_go
 from llm_datadist import LLMDataDist, LLMRole  # type: ignore[import-not-found]
 
 import datadist_sim.fabric
-from datadist_sim.fabric.address import from_env
-from datadist_sim.fabric.client import current_client
+from datadist_sim.fabric.client.client import current_client
+from datadist_sim.fabric.transport.address import from_env
 
 cluster_id = int(sys.argv[1])
 dd = LLMDataDist(LLMRole.DECODER, cluster_id)

@@ -9,7 +9,7 @@ import numpy as np
 from _common import PORT, PROMPT_ID, PROMPT_IP, RANK_TABLE, pattern, poll_until_ready, say, wait_for_go
 from llm_datadist import CacheDesc, CacheKey, DataType, LLMDataDist, LLMRole  # type: ignore[import-not-found]
 
-import datadist_sim.fabric.client
+import datadist_sim.fabric.client.client
 
 mode = sys.argv[1]
 dd = LLMDataDist(LLMRole.PROMPT, PROMPT_ID)
@@ -27,7 +27,7 @@ if mode in ("cm", "stop"):
     say("linked")
     say("status", poll_until_ready(dd, comm_id))
     if mode == "cm":
-        datadist_sim.fabric.client.before_serving = datadist_sim.fabric.client.kill_self
+        datadist_sim.fabric.client.client.before_serving = datadist_sim.fabric.client.client.kill_self
 else:
     dd.init(
         {

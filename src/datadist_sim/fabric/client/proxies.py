@@ -13,8 +13,8 @@ import contextlib
 import weakref
 from typing import Any, Optional
 
-from datadist_sim.fabric.client import FabricClient, current_client
-from datadist_sim.fabric.remote import RemoteObject, stands_for
+from datadist_sim.fabric.client.client import FabricClient, current_client
+from datadist_sim.fabric.client.remote import RemoteObject, stands_for
 
 _initialised: weakref.WeakSet[LLMDataDist] = weakref.WeakSet()
 

@@ -17,9 +17,10 @@ import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.surface import Mode, SimError, copy_parties
-from datadist_sim.fabric.channel import ChannelClosed, ChannelTimeout
-from datadist_sim.fabric.session import Session, calling_session
-from datadist_sim.fabric.shm import Bytes, Range, Scratch, Take
+from datadist_sim.fabric.host.session import Session, calling_session
+from datadist_sim.fabric.host.shm import Range, Scratch, Take
+from datadist_sim.fabric.transport.channel import ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.transport.memfile import Bytes
 
 INLINE_BYTES = 256 << 10
 """Raw-memory reads and writes up to this size travel in the message; larger ones through shared memory."""

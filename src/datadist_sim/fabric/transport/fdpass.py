@@ -27,7 +27,7 @@ import threading
 import time
 from typing import List, Optional
 
-from datadist_sim.fabric.wire import HEADER, ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.transport.wire import HEADER, ChannelClosed, ChannelTimeout
 
 MAX_FDS = 1
 """Descriptors one message may carry: a fetch asks for one file."""

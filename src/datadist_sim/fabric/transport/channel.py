@@ -3,12 +3,12 @@
 Both ends can ask: a client asks the fabric to run a call; the fabric asks a client to read or write
 memory that only the client can reach. ``Endpoint`` holds what both ends share (reply slots, answering a
 request, closing once); ``Channel`` is a client's end, with one reader thread; the fabric's end is
-``loop.Connection``, fed by the fabric's selector. ``CallConnection`` is a client's connection for its
+``loop.Connection``, fed by the fabric's poll. ``CallConnection`` is a client's connection for its
 own calls: the calling thread sends and reads the reply itself, with no reader thread in between.
 Every wait has a timeout, and a closed connection wakes every waiter at once with ``ChannelClosed``, so
 a dead peer never hangs anyone.
 
-Frames are an 8-byte length and a message that ``fabric/codec.py`` encodes and decodes, after both ends
+Frames are an 8-byte length and a message that ``codec`` encodes and decodes, after both ends
 passed the handshake (``wire``).
 """
 
@@ -22,9 +22,14 @@ import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
 
-from datadist_sim.fabric import fdpass
-from datadist_sim.fabric.exceptions import PayloadRefused, RemoteError, pack_exception, unpack_exception
-from datadist_sim.fabric.wire import (
+from datadist_sim.fabric.transport import fdpass
+from datadist_sim.fabric.transport.exceptions import (
+    PayloadRefused,
+    RemoteError,
+    pack_exception,
+    unpack_exception,
+)
+from datadist_sim.fabric.transport.wire import (
     HEADER,
     MAX_FRAME,
     ChannelClosed,
@@ -56,7 +61,7 @@ class Endpoint:
     """What both ends of a channel share: asking and waiting (bounded), answering, closing once.
 
     ``handler(kind, payload)`` answers the other end's requests; ``dumps``/``loads`` are this end's
-    codec (``fabric/codec.py``, with its object handles). A subclass sends (``_send_bytes``) and
+    codec (``fabric/transport/codec.py``, with its object handles). A subclass sends (``_send_bytes``) and
     decides where a request runs (``_run``).
     """
 

@@ -27,12 +27,13 @@ import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.surface import PROCESS_MEMORY, SimError, raw_view
-from datadist_sim.fabric import address as fabric_address
-from datadist_sim.fabric import codec, xmem
-from datadist_sim.fabric.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout
-from datadist_sim.fabric.remote import RemoteObject, stand_in
-from datadist_sim.fabric.shm import open_scratch, open_view
-from datadist_sim.fabric.wire import FabricRefused, check_peer, client_handshake
+from datadist_sim.fabric.client import xmem
+from datadist_sim.fabric.client.remote import RemoteObject, stand_in
+from datadist_sim.fabric.transport import address as fabric_address
+from datadist_sim.fabric.transport import codec
+from datadist_sim.fabric.transport.channel import CallConnection, Channel, ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.transport.memfile import open_scratch, open_view
+from datadist_sim.fabric.transport.wire import FabricRefused, check_peer, client_handshake
 
 CONNECT_TIMEOUT_S = 20.0
 SCRATCH_MAPS_KEPT = 8
@@ -405,7 +406,7 @@ def connect(where: fabric_address.FabricAddress, *, timeout: float = CONNECT_TIM
     Before anything is decoded, the directory must be ours and private, the listener's uid ours, and it
     must pass the handshake (``wire``): otherwise ``FabricRefused``, at once. A fabric that is going
     away as we arrive (closed, refused) is waited for, or started again, until ``timeout``."""
-    from datadist_sim.fabric.launch import ensure_running
+    from datadist_sim.fabric.transport.launch import ensure_running
 
     deadline = time.monotonic() + timeout
     while True:

@@ -1,4 +1,4 @@
-"""The fabric's end of one client's connection: frames arrive from the selector (``loop``), requests run
+"""The fabric's end of one client's connection: frames arrive from the loop's leader, requests run
 on the pool, replies are written by whichever thread has them, and no more than ``MAX_IN_FLIGHT`` of
 its requests are taken at once."""
 
@@ -11,10 +11,10 @@ import socket
 import threading
 from typing import Any, Callable, Optional
 
-from datadist_sim.fabric.channel import Endpoint, Handler, Payload
-from datadist_sim.fabric.fdpass import send_with_fd, take_handed
-from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import send_nonblocking
+from datadist_sim.fabric.transport.channel import Endpoint, Handler, Payload
+from datadist_sim.fabric.transport.fdpass import send_with_fd, take_handed
+from datadist_sim.fabric.transport.pool import WorkerPool
+from datadist_sim.fabric.transport.wire import send_nonblocking
 
 SEND_TIMEOUT_S = 30.0
 """A peer that takes none of a reply for this long is treated as gone."""
@@ -29,7 +29,7 @@ answering = threading.local()
 
 
 class Connection(Endpoint):
-    """The fabric's end of one client's connection: frames arrive from the selector thread, requests
+    """The fabric's end of one client's connection: frames arrive from the leader (``loop``), requests
     run on the pool, replies are written by whichever thread has them."""
 
     def __init__(
@@ -45,7 +45,7 @@ class Connection(Endpoint):
         super().__init__(sock, handler, dumps=dumps, loads=loads, on_close=on_close)
         self._pool = pool
         self.buffer = bytearray()
-        # In flight = taken - answered. Only the selector's leader takes (``taken`` has one writer);
+        # In flight = taken - answered. Only the poll's leader takes (``taken`` has one writer);
         # answers end on any thread and count with ``itertools.count`` (one C call, atomic), so the
         # common call, one in flight, takes no lock; the lock guards only pausing and resuming.
         self.taken = 0
@@ -112,8 +112,8 @@ class Connection(Endpoint):
             os.close(fd)  # ours was a duplicate; the client's copy is in flight
 
     def request(self, kind: str, *payload: Any, timeout: Optional[float]) -> Any:
-        """Ask the client (its memory, a callback). The reply comes through the selector, so a leader
-        answering on its own thread hands the selector on before it waits."""
+        """Ask the client (its memory, a callback). The reply comes through the poll, so a leader
+        answering on its own thread hands the poll on before it waits."""
         leading = getattr(answering, "leading", None)
         if leading is not None:
             leading[0].hand_off(leading[1])

@@ -21,8 +21,8 @@ import sys
 import time
 from typing import Iterator, List, Optional
 
-from datadist_sim.fabric.address import ENV_VAR, FabricAddress
-from datadist_sim.fabric.wire import private_directory
+from datadist_sim.fabric.transport.address import ENV_VAR, FabricAddress
+from datadist_sim.fabric.transport.wire import private_directory
 
 ON_DEMAND_IDLE_EXIT_S = 5.0
 LOCK_TIMEOUT_S = 20.0

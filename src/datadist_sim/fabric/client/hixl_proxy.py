@@ -2,13 +2,13 @@
 
 Each process's engines are registered in the one shared world, so an engine in one process connects to
 another process's by ``"ip:port"`` and moves bytes between the two processes' registered memory; the
-fabric has the owning process read or write its raw memory (``fabric/raw.py``), as it does for an
+fabric has the owning process read or write its raw memory (``fabric/host/raw.py``), as it does for an
 ``LLMDataDist``'s caches.
 
 The binding's argument casting runs here, with the face's own method specs, so a wrong argument raises
 the same ``TypeError`` it raises in one process. What then crosses the socket is plain values only
 (numbers, text, bytes, lists, tuples, dicts): the hixl data classes and enums are taken apart here and
-rebuilt on the other side (``fabric/hixl_host.py``), never decoded as objects, so the fabric's codec
+rebuilt on the other side (``fabric/host/hixl_host.py``), never decoded as objects, so the fabric's codec
 carries nothing new. Results come back the same way and are rebuilt into the face's types.
 """
 
@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from datadist_sim.fabric.client import FabricClient, current_client
-from datadist_sim.fabric.remote import RemoteObject, stands_for
+from datadist_sim.fabric.client.client import FabricClient, current_client
+from datadist_sim.fabric.client.remote import RemoteObject, stands_for
 from datadist_sim.hixl import _engine as face
 from datadist_sim.hixl._cast import Method, bind
 from datadist_sim.hixl._enum import AsyncConnectStatus, TransferStatus
 from datadist_sim.hixl._types import NotifyDesc, TransferResult
 
 TYPE_NAME = "HostedHixl"
-"""The fabric's class a client's ``Hixl`` stands for (``fabric/hixl_host.py``)."""
+"""The fabric's class a client's ``Hixl`` stands for (``fabric/host/hixl_host.py``)."""
 
 
 def _client() -> FabricClient:

@@ -1,5 +1,5 @@
 """Numpy values on the fabric's wire: arrays, scalars and dtypes of plain numeric types only, each sent
-as its dtype's name, its shape and its bytes, and built by the decoder itself (``fabric/codec.py``).
+as its dtype's name, its shape and its bytes, and built by the decoder itself (``fabric/transport/codec.py``).
 
 numpy's own pickles rebuild a dtype from a state tuple the sender writes (its fields, its item size,
 its flags) and an array from raw bytes over that dtype. A state that clears the flag saying "holds
@@ -17,7 +17,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from datadist_sim.fabric.exceptions import TypeRefused
+from datadist_sim.fabric.transport.exceptions import TypeRefused
 
 _PLAIN = (
     np.bool_,

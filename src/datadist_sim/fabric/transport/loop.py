@@ -1,14 +1,14 @@
-"""The fabric's connections: one selector for all of them, and a pool of threads for the calls.
+"""The fabric's connections: one epoll for all of them, and a pool of threads for the calls.
 
 A connection costs a file descriptor, not a thread. One pool thread at a time, the *leader*, waits on
-the selector: it accepts (refusing at once a peer of another uid), waits for each new connection's
+the epoll: it accepts (refusing at once a peer of another uid), waits for each new connection's
 ``HELLO`` without a thread, drops one that says nothing within ``HELLO_WAIT_S``, and reads every
 authenticated connection's frames (a reply wakes the fabric thread waiting for it). When requests
 arrive, the leader answers the first itself and then leads again (further ones go to pool threads): a
-call costs one wake-up in the fabric, as a plain ping-pong does. Handing the selector to another thread
+call costs one wake-up in the fabric, as a plain ping-pong does. Handing the poll to another thread
 before each answer, as plain leader/follower does, cost a small pull about 65 us of the fabric's CPU and
-three more context switches, so the selector is handed on only when an answer may block: at
-once when the answering thread asks a client something (its reply comes through the selector), and
+three more context switches, so the poll is handed on only when an answer may block: at
+once when the answering thread asks a client something (its reply comes through the poll), and
 otherwise when an answer has run a whole ``HANDOFF_S`` (a lock, a simulated wait, another process's
 call), which a standby thread watches for while requests come. So a blocking call delays the other
 connections by two ``HANDOFF_S`` periods (plus scheduling) and starves none. Only the handshake of a
@@ -33,19 +33,19 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Tuple, Union
 
-from datadist_sim.fabric.channel import Payload
-from datadist_sim.fabric.connection import MAX_IN_FLIGHT as MAX_IN_FLIGHT
-from datadist_sim.fabric.connection import Connection as Connection
-from datadist_sim.fabric.connection import answering
-from datadist_sim.fabric.exceptions import PayloadRefused
-from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.wire import HEADER, HELLO, MAX_FRAME, server_handshake
+from datadist_sim.fabric.transport.channel import Payload
+from datadist_sim.fabric.transport.connection import MAX_IN_FLIGHT as MAX_IN_FLIGHT
+from datadist_sim.fabric.transport.connection import Connection as Connection
+from datadist_sim.fabric.transport.connection import answering
+from datadist_sim.fabric.transport.exceptions import PayloadRefused
+from datadist_sim.fabric.transport.pool import WorkerPool
+from datadist_sim.fabric.transport.wire import HEADER, HELLO, MAX_FRAME, server_handshake
 
 HELLO_WAIT_S = 5.0
 """A new connection that has not sent its ``HELLO`` within this is dropped."""
 TICK_S = 0.25
 HANDOFF_S = 0.002
-"""An answer that has run this long on the leader's thread gets the selector handed on (``_standby``)."""
+"""An answer that has run this long on the leader's thread gets the poll handed on (``_standby``)."""
 STANDBY_QUIET_S = 0.1
 """With no request for this long, the standby stops looking until the next one."""
 MAX_PENDING = 4096
@@ -68,8 +68,9 @@ class _Pending:
 Admit = Callable[[socket.socket, int], Connection]
 
 
-class SelectorLoop:
-    """Accepts on ``listener`` and serves every connection from one thread (``run``)."""
+class LeaderLoop:
+    """Accepts on ``listener`` and serves every connection: one pool thread at a time, the leader, waits
+    on the epoll and answers the first request it reads (``run``)."""
 
     def __init__(self, listener: socket.socket, token: str, admit: Admit, pool: WorkerPool) -> None:
         self._listener = listener
@@ -77,7 +78,9 @@ class SelectorLoop:
         self._admit = admit
         self._pool = pool
         self._epoll = select.epoll()  # Linux only, as SO_PEERCRED is (``selectors`` cost a wake ~1 us)
-        self._watched: Dict[int, Union[str, _Pending, Connection]] = {}  # what each fd is
+        self._watched: Dict[int, Union[str, _Pending, Connection]] = {}
+        """What each watched fd is: the listener, the waker, a connection yet to say ``HELLO``, or an
+        authenticated one (the map of connections: one look-up per ready fd, and what stop closes)."""
         self._waker, self._wake_in = socket.socketpair()
         self._waker.setblocking(False)
         self._wake_in.setblocking(False)
@@ -92,7 +95,7 @@ class SelectorLoop:
         """Guards the hand-off state; the leader takes it directly (twice an answer), as a C lock."""
         self._hand = threading.Condition(self._hand_lock)
         self._answers = 0  # answers begun on a leader's thread: the standby tells a long one from a new one
-        self._inline = 0  # the one running now while it holds the selector, else 0
+        self._inline = 0  # the one running now while it holds the poll, else 0
         self._watching = False  # the standby looks every HANDOFF_S (requests came lately)
         self.refused_uid = 0
         """Connections refused because their peer was another user (for tests and the log)."""
@@ -128,19 +131,19 @@ class SelectorLoop:
             self._hand.notify()
 
     def _lead(self) -> None:
-        """Lead until the selector is handed on; whatever goes wrong, a leader goes on (logged)."""
+        """Lead until the poll is handed on; whatever goes wrong, a leader goes on (logged)."""
         while True:
             try:
                 self._lead_once()
                 return
             except Exception:  # never deaf: this thread leads again, or the loop is stopping
-                _log.exception("fabric: unexpected error in the selector's leader; leading again")
+                _log.exception("fabric: unexpected error in the poll's leader; leading again")
                 if self._finished.is_set():
                     return
 
     def _lead_once(self) -> None:
-        """Wait on the selector until requests come, answer the first on this thread, and lead again,
-        until the selector is handed on (``hand_off``) while this thread answers."""
+        """Wait on the poll until requests come, answer the first on this thread, and lead again,
+        until the poll is handed on (``hand_off``) while this thread answers."""
         while True:
             work = self._collect()
             if not work:
@@ -174,10 +177,10 @@ class SelectorLoop:
                 return  # another thread leads now: this one goes back to the pool
 
     def _is_lead(self, job: Callable[[], None]) -> bool:
-        return getattr(job, "__func__", None) is SelectorLoop._lead
+        return getattr(job, "__func__", None) is LeaderLoop._lead
 
     def hand_off(self, number: int) -> None:
-        """Answer ``number`` may block: another thread takes the selector (once per answer)."""
+        """Answer ``number`` may block: another thread takes the poll (once per answer)."""
         with self._hand:
             if self._inline != number:
                 return
@@ -186,7 +189,7 @@ class SelectorLoop:
 
     def _standby(self) -> None:
         """While requests come, look every ``HANDOFF_S``: an answer that has run a whole period gets the
-        selector handed on. Quiet for ``STANDBY_QUIET_S``, sleep until the next request (no wake-ups)."""
+        poll handed on. Quiet for ``STANDBY_QUIET_S``, sleep until the next request (no wake-ups)."""
         quiet = 0.0
         with self._hand:
             while not self._stopped.is_set():
@@ -210,7 +213,7 @@ class SelectorLoop:
                 self._pool.submit(self._lead, urgent=True)
 
     def _collect(self) -> List[Tuple[Connection, int, str, Payload]]:
-        """Wait on the selector until requests come; none once the loop stops (all closed then)."""
+        """Wait on the poll until requests come; none once the loop stops (all closed then)."""
         work: List[Tuple[Connection, int, str, Payload]] = []
         while not work:
             if self._stopped.is_set():
@@ -230,7 +233,7 @@ class SelectorLoop:
                     self._expire(now)
                     if not self._on_tick():
                         self._stopped.set()
-            except Exception:  # the selector must keep a leader whatever happens
+            except Exception:  # the poll must keep a leader whatever happens
                 _log.exception("fabric: unexpected error serving connections")
         return work
 
@@ -270,7 +273,7 @@ class SelectorLoop:
     # -- new connections ---------------------------------------------------------------------------
 
     def _accept(self) -> None:
-        from datadist_sim.fabric.wire import peer_credentials
+        from datadist_sim.fabric.transport.wire import peer_credentials
 
         while True:
             try:
@@ -328,7 +331,7 @@ class SelectorLoop:
         self._resume(conn)
 
     def _resume(self, conn: Connection) -> None:
-        """Have the selector watch ``conn`` (new, or with room again after its share)."""
+        """Have the poll watch ``conn`` (new, or with room again after its share)."""
         with self._todo_lock:
             self._todo.append(conn)
         self.wake()
@@ -409,7 +412,7 @@ class SelectorLoop:
 
 def _close(conn: Connection) -> None:
     """Close a connection whose peer is gone, on a pool thread: telling its owner may wait on the world's
-    lock, which a thread waiting for the selector's reader may hold."""
+    lock, which a thread waiting for the poll's reader may hold."""
     conn.close()
     with contextlib.suppress(OSError):
         conn.sock.close()

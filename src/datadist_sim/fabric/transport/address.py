@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 from urllib.parse import parse_qs, quote
 
-from datadist_sim.fabric.wire import FabricRefused, check_private_directory, private_directory
+from datadist_sim.fabric.transport.wire import FabricRefused, check_private_directory, private_directory
 
 ENV_VAR = "DATADIST_SIM_FABRIC"
 STANDING_SOCKET = "fabric.sock"

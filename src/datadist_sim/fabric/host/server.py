@@ -30,18 +30,18 @@ from datadist_sim._world.surface import (
     observe_nodes,
     reset_default_world,
 )
-from datadist_sim.fabric import codec
-from datadist_sim.fabric.address import FabricAddress
-from datadist_sim.fabric.fdpass import hand_over
-from datadist_sim.fabric.hixl_host import HixlOwners, HostedHixl
-from datadist_sim.fabric.launch import STALE, lock_path, log_path, probe, start_lock
-from datadist_sim.fabric.loop import Connection, SelectorLoop
-from datadist_sim.fabric.pool import WorkerPool
-from datadist_sim.fabric.raw import MEMORY_TIMEOUT_S, RawRouter
-from datadist_sim.fabric.session import STALE as STALE_HANDLE
-from datadist_sim.fabric.session import Session, by_handle_types, calling_session
-from datadist_sim.fabric.shm import SharedAddressSpace, lend
-from datadist_sim.fabric.wire import private_directory
+from datadist_sim.fabric.host.hixl_host import HixlOwners, HostedHixl
+from datadist_sim.fabric.host.raw import MEMORY_TIMEOUT_S, RawRouter
+from datadist_sim.fabric.host.session import STALE as STALE_HANDLE
+from datadist_sim.fabric.host.session import Session, by_handle_types, calling_session
+from datadist_sim.fabric.host.shm import SharedAddressSpace, lend
+from datadist_sim.fabric.transport import codec
+from datadist_sim.fabric.transport.address import FabricAddress
+from datadist_sim.fabric.transport.fdpass import hand_over
+from datadist_sim.fabric.transport.launch import STALE, lock_path, log_path, probe, start_lock
+from datadist_sim.fabric.transport.loop import Connection, LeaderLoop
+from datadist_sim.fabric.transport.pool import WorkerPool
+from datadist_sim.fabric.transport.wire import private_directory
 
 _log = logging.getLogger("datadist_sim.fabric")
 
@@ -72,7 +72,7 @@ class FabricServer:
         self._stop_counting = observe_calls(self._count_call)  # every traced call, of any world
         self._stop_noting = observe_nodes(self._note_mode)  # the engine mode of each instance
         self._inode = 0
-        self._loop: Optional[SelectorLoop] = None
+        self._loop: Optional[LeaderLoop] = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ class FabricServer:
         if self._sock is None:
             self.bind()
         assert self._sock is not None
-        self._loop = SelectorLoop(self._sock, self.address.token, self._admit, self.pool)
+        self._loop = LeaderLoop(self._sock, self.address.token, self._admit, self.pool)
         idle_since = [_now()]
 
         def tick() -> bool:

@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import IO, TYPE_CHECKING, Optional, Sequence
 
-from datadist_sim.fabric.address import (
+from datadist_sim.fabric.transport.address import (
     ENV_VAR,
     STANDING_SOCKET,
     FabricAddress,
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, out: Optional[IO[str]] = None) -> int:
 
 def _serve(args: argparse.Namespace, where: FabricAddress, out: IO[str]) -> int:
     from datadist_sim._world.surface import RealClock, SimWorld, open_trace_sink
-    from datadist_sim.fabric.server import FabricServer
+    from datadist_sim.fabric.host.server import FabricServer
 
     seed = int(_option(args, where, "seed") or 0)
     speed = _option(args, where, "real-clock")
@@ -193,8 +193,8 @@ def stop_fabric(where: FabricAddress, timeout: float = 5.0) -> bool:
     import socket
     import time
 
-    from datadist_sim.fabric.launch import LISTENING, probe
-    from datadist_sim.fabric.wire import check_peer
+    from datadist_sim.fabric.transport.launch import LISTENING, probe
+    from datadist_sim.fabric.transport.wire import check_peer
 
     if probe(where.path) != LISTENING:
         return False
@@ -230,8 +230,8 @@ def clean(out: IO[str] = sys.stdout) -> int:
     fabric's shared memory has no name to clean: the kernel frees it with the fabric). A standing
     directory that is not this user's own and private is reported and left alone (exit status 1);
     nothing is created."""
-    from datadist_sim.fabric.address import standing_directory, standing_problem
-    from datadist_sim.fabric.launch import LISTENING, lock_path, log_path, probe
+    from datadist_sim.fabric.transport.address import standing_directory, standing_problem
+    from datadist_sim.fabric.transport.launch import LISTENING, lock_path, log_path, probe
 
     files = 0
     problem = standing_problem()

@@ -9,7 +9,7 @@ Before a single byte is decoded, each end checks the other:
   it under the token), run in both directions, so the token itself never crosses the wire and a squatter
   at the path cannot pass for the fabric.
 
-After that, frames are an 8-byte length and a message, encoded and decoded by ``fabric/codec.py``
+After that, frames are an 8-byte length and a message, encoded and decoded by ``fabric/transport/codec.py``
 (msgpack against a typed schema, through msgspec: no frame can name a type or code to run, and none can
 make the decoder allocate past a small multiple of its own length).
 """
@@ -26,15 +26,15 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import answer_challenge, deliver_challenge
 from typing import Any, List, Optional, Tuple
 
-from datadist_sim.fabric.exceptions import PackedException as PackedException
-from datadist_sim.fabric.exceptions import RemoteError as RemoteError
-from datadist_sim.fabric.exceptions import pack_exception as pack_exception
-from datadist_sim.fabric.exceptions import unpack_exception as unpack_exception
+from datadist_sim.fabric.transport.exceptions import PackedException as PackedException
+from datadist_sim.fabric.transport.exceptions import RemoteError as RemoteError
+from datadist_sim.fabric.transport.exceptions import pack_exception as pack_exception
+from datadist_sim.fabric.transport.exceptions import unpack_exception as unpack_exception
 
 HEADER = struct.Struct("!Q")
 MAX_FRAME = 1 << 40
 HELLO = b"datadist-sim fabric 3"
-"""The client's first frame: it names the protocol (version 3: a message is msgpack, ``fabric/codec.py``),
+"""The client's first frame: it names the protocol (version 3: a message is msgpack, ``codec``),
 and until it arrives a connection costs nothing but its file descriptor (the fabric starts the challenge
 only for a peer that speaks)."""
 HANDSHAKE_TIMEOUT_S = 5.0
@@ -86,7 +86,7 @@ def recv_frame(sock: socket.socket) -> bytes:
 
 
 def send_nonblocking(sock: socket.socket, payload: bytes, timeout: float) -> None:
-    """``sendall`` for a non-blocking socket (the fabric's, watched by its selector): wait for room at
+    """``sendall`` for a non-blocking socket (the fabric's, watched by its poll): wait for room at
     most ``timeout`` seconds in all; a peer that stops reading for longer is given up on. A small
     message usually goes in one ``send`` with room to spare: then nothing else is done."""
     header = HEADER.pack(len(payload))

@@ -1,6 +1,6 @@
 """The fabric's side of a client process's ``hixl.Hixl``: the ordinary face object, in the shared world.
 
-A client's ``Hixl`` (``fabric/hixl_proxy.py``) sends plain values; ``HostedHixl`` rebuilds the face's
+A client's ``Hixl`` (``fabric/client/hixl_proxy.py``) sends plain values; ``HostedHixl`` rebuilds the face's
 data classes and enums from them with the face's own constructors (so a value a peer made up is refused
 as the binding refuses it, with a ``TypeError`` that fails only that request), runs the face's method,
 and answers with plain values again. Everything the engine decides is the in-process face's and world's,
@@ -19,7 +19,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
-from datadist_sim.fabric.session import Session, calling_session
+from datadist_sim.fabric.host.session import Session, calling_session
 from datadist_sim.hixl._engine import Hixl
 from datadist_sim.hixl._enum import MemType, TransferOp
 from datadist_sim.hixl._types import GetTransferStatusArgs, MemDesc, NotifyDesc, TransferArgs, TransferOpDesc

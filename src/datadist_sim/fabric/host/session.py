@@ -12,10 +12,10 @@ import numpy as np
 
 from datadist_sim._coverage import CodeCoverage
 from datadist_sim._world.surface import Mode
-from datadist_sim.fabric import codec
-from datadist_sim.fabric.loop import Connection
-from datadist_sim.fabric.shm import SharedAddressSpace
-from datadist_sim.fabric.wire import ChannelClosed, ChannelTimeout
+from datadist_sim.fabric.host.shm import SharedAddressSpace
+from datadist_sim.fabric.transport import codec
+from datadist_sim.fabric.transport.loop import Connection
+from datadist_sim.fabric.transport.wire import ChannelClosed, ChannelTimeout
 
 STALE = object()
 """Stands for a handle the fabric no longer knows (decoding must not fail the whole connection)."""

@@ -14,8 +14,8 @@ from typing import Dict
 def remote_faces(modules: Dict[str, types.ModuleType]) -> Dict[str, types.ModuleType]:
     """``modules`` (alias -> module) with every module that exports ``LLMDataDist`` (or hixl's ``Hixl``)
     swapped for a copy exporting the fabric proxy instead."""
-    from datadist_sim.fabric.hixl_proxy import Hixl
-    from datadist_sim.fabric.proxies import LLMDataDist
+    from datadist_sim.fabric.client.hixl_proxy import Hixl
+    from datadist_sim.fabric.client.proxies import LLMDataDist
 
     swapped = dict(modules)
     for alias, module in modules.items():

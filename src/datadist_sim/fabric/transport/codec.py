@@ -14,7 +14,7 @@ code    value
         (``__new__``, then its ``__dict__``) and only for the faces' data classes (``_DATA_CLASSES``)
 3       an enum member: ``["module.Enum", value]``, only of the faces' enums
 4       a numpy array of a plain numeric dtype: a 2-byte length, ``[dtype name, shape]``, the bytes
-        (``fabric/arrays.py`` builds it over bytes of its own)
+        (``fabric/transport/arrays.py`` builds it over bytes of its own)
 5-7     a numpy scalar, a numpy dtype, an integer past 64 bits (its bytes)
 8-10    ``range``, ``slice``, ``complex``
 11      a map whose keys are not all strings: its keys and values, flat
@@ -42,14 +42,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import msgspec
 import numpy as np
 
-from datadist_sim.fabric.arrays import DTYPES, build_array, build_dtype, build_scalar
-from datadist_sim.fabric.exceptions import PayloadRefused, TypeRefused, refused_error
+from datadist_sim.fabric.transport.arrays import DTYPES, build_array, build_dtype, build_scalar
+from datadist_sim.fabric.transport.exceptions import PayloadRefused, TypeRefused, refused_error
 
 Ext = msgspec.msgpack.Ext
 TUPLE, DATA, ENUM, ARRAY, SCALAR, DTYPE, BIGINT, RANGE, SLICE, COMPLEX, PAIRS = range(1, 12)
 HANDLE, CALLBACK, REF, SHM = range(20, 24)
 """The ends' own codes: a client's proxy (its handle) and layer synchronizer (a callback number), and
-the fabric's object (``[handle, type name]``) and view of shared memory (``shm.ViewRef``)."""
+the fabric's object (``[handle, type name]``) and view of shared memory (``memfile.ViewRef``)."""
 PLAIN = frozenset({type(None), bool, int, float, str, bytes})
 """Values msgpack holds as they are (an ``int`` within 64 bits: a larger one is retried as ``BIGINT``)."""
 _SMALL = frozenset({type(None), bool, float, str, bytes})

@@ -1,4 +1,4 @@
-"""The fabric's threads: a pool that runs jobs (the selector's leader, calls, handshakes) on threads that
+"""The fabric's threads: a pool that runs jobs (the poll's leader, calls, handshakes) on threads that
 are reused, started only when every one is busy, and ended when idle."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class WorkerPool:
     connections or the requests served.
 
     ``submit`` never fails: a job the pool cannot start a thread for (at the bound, or the system
-    refused one) waits for a thread to be free, and the refusal is logged. An urgent job (the selector's
+    refused one) waits for a thread to be free, and the refusal is logged. An urgent job (the poll's
     leader, on which every connection's replies depend) goes first and may pass the bound."""
 
     def __init__(self, name: str, idle_s: float = 30.0, max_threads: int = MAX_THREADS) -> None:
@@ -43,7 +43,7 @@ class WorkerPool:
         """Threads the system would not start (``status`` and the log show it)."""
         self.short = False
         """The system refused the last thread asked for: jobs may wait that no thread will take, so the
-        selector's leader runs them itself (``run_waiting``) until a thread starts again."""
+        poll's leader runs them itself (``run_waiting``) until a thread starts again."""
         self._told_full = False
 
     def submit(self, job: Callable[[], None], *, urgent: bool = False) -> None:
