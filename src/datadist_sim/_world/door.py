@@ -14,7 +14,7 @@ through ``surface`` instead; this module holds only what a face needs.
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -28,6 +28,8 @@ from datadist_sim._world.cluster import Role as Role
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.errors import SimError as SimError
 from datadist_sim._world.fault_effects import meet_door_faults as meet_door_faults
+from datadist_sim._world.hixl_pool import ConnectState
+from datadist_sim._world.hixl_state import Desc, OpState
 from datadist_sim._world.hixl_state import EngineKind as EngineKind
 from datadist_sim._world.hixl_state import EngineSettings as EngineSettings
 from datadist_sim._world.hixl_state import HixlEngine as HixlEngine
@@ -167,18 +169,87 @@ def check_link_status(world: SimWorld, node: ClusterNode, remote_cluster_id: int
 
 # -- hixl engines (the ``hixl`` face) ------------------------------------------------------------------
 
-hixl_close = hixl_engines.close_engine
-hixl_connect = hixl_engines.connect
-hixl_connect_async = hixl_engines.connect_async
-hixl_connect_status = hixl_engines.connect_status
-hixl_connect_statuses = hixl_engines.connect_statuses
-hixl_deregister = hixl_engines.deregister
-hixl_disconnect = hixl_engines.disconnect
-hixl_drain_notifies = hixl_engines.drain_notifies
-hixl_notify = hixl_engines.notify
-hixl_open = hixl_engines.open_engine
-hixl_register = hixl_engines.register
-hixl_transfer = hixl_transfers.transfer
-hixl_transfer_poll = hixl_transfers.transfer_poll
-hixl_transfer_poll_all = hixl_transfers.transfer_poll_all
-hixl_transfer_start = hixl_transfers.transfer_start
+
+def hixl_open(world: SimWorld, name: str, settings: EngineSettings) -> HixlEngine:
+    """``initialize``: an engine named ``name``, listening when its port is above 0."""
+    return hixl_engines.open_engine(world, name, settings)
+
+
+def hixl_close(world: SimWorld, engine: HixlEngine) -> None:
+    """``finalize``: the engine's listener, connections, memory, requests and notifies go."""
+    hixl_engines.close_engine(world, engine)
+
+
+def hixl_register(world: SimWorld, engine: HixlEngine, addr: int, nbytes: int, device: bool) -> int:
+    """``register_mem``: a handle for ``[addr, addr + nbytes)``."""
+    return hixl_engines.register(world, engine, addr, nbytes, device)
+
+
+def hixl_deregister(world: SimWorld, engine: HixlEngine, handle: int) -> None:
+    """``deregister_mem``."""
+    hixl_engines.deregister(world, engine, handle)
+
+
+def hixl_connect(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float) -> None:
+    """``connect`` to the engine serving ``remote`` (``"ip:port"``)."""
+    hixl_engines.connect(world, engine, remote, timeout_s)
+
+
+def hixl_disconnect(world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float) -> None:
+    """``disconnect`` this engine's client connection to ``remote``."""
+    hixl_engines.disconnect(world, engine, remote, timeout_s)
+
+
+def hixl_connect_async(
+    world: SimWorld, engine: HixlEngine, remote: str, timeout_s: float, connect: bool
+) -> None:
+    """``connect_async`` (``connect``) or ``disconnect_async``: queued in the engine's connect pool."""
+    hixl_engines.connect_async(world, engine, remote, timeout_s, connect)
+
+
+def hixl_connect_status(world: SimWorld, engine: HixlEngine, remote: str) -> ConnectState:
+    """``get_async_connect_status`` of ``remote``."""
+    return hixl_engines.connect_status(world, engine, remote)
+
+
+def hixl_connect_statuses(world: SimWorld, engine: HixlEngine) -> Dict[str, ConnectState]:
+    """``get_all_async_connect_status``."""
+    return hixl_engines.connect_statuses(world, engine)
+
+
+def hixl_notify(
+    world: SimWorld, engine: HixlEngine, remote: str, name: bytes, msg: bytes, timeout_s: float
+) -> None:
+    """``send_notify`` to the peer's server side."""
+    hixl_engines.notify(world, engine, remote, name, msg, timeout_s)
+
+
+def hixl_drain_notifies(world: SimWorld, engine: HixlEngine) -> List[Tuple[bytes, bytes]]:
+    """``get_notifies``: every notify received; the queue empties."""
+    return hixl_engines.drain_notifies(world, engine)
+
+
+def hixl_transfer(
+    world: SimWorld, engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc], timeout_s: float
+) -> None:
+    """``transfer_sync``: all the described ranges move, or none."""
+    hixl_transfers.transfer(world, engine, remote, write, descs, timeout_s)
+
+
+def hixl_transfer_start(
+    world: SimWorld, engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc], user_data: int
+) -> int:
+    """``transfer_async``: the request's number."""
+    return hixl_transfers.transfer_start(world, engine, remote, write, descs, user_data)
+
+
+def hixl_transfer_poll(world: SimWorld, engine: HixlEngine, req: int) -> OpState:
+    """``get_transfer_status`` of request ``req``."""
+    return hixl_transfers.transfer_poll(world, engine, req)
+
+
+def hixl_transfer_poll_all(
+    world: SimWorld, engine: HixlEngine, max_count: int, skip_waiting: bool
+) -> List[Tuple[int, int, OpState]]:
+    """``get_all_transfer_status`` (``hixl_cs``)."""
+    return hixl_transfers.transfer_poll_all(world, engine, max_count, skip_waiting)
