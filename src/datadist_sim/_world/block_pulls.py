@@ -5,8 +5,8 @@ copies with (``tensor_views``, ``block_rows``), which the general path's block c
 A serving engine's pull moves a few dozen blocks of each of several tensors. numpy moves each tensor's
 blocks in one fancy-index copy, a fixed cost per tensor; what the simulator adds around those copies is
 a fixed cost per call, so the fewer Python steps the call takes, the closer a multi-tensor pull comes to
-numpy copying the same blocks. The checks below are ``_plan_pull``'s, ``blocks_ranges``' and the block
-copy's, each written as one comparison that only says "it passes"; when one does not, nothing has
+numpy copying the same blocks. The checks below are ``plan_pull``'s, ``blocks_ranges``' and the
+block copy's, each written as one comparison that only says "it passes"; when one does not, nothing has
 changed and the planned path runs from the same state (and names the failure).
 """
 
@@ -69,8 +69,8 @@ def blocks_at_once(
     peer: PeerLink,
     pass_time: Callable[[float], None],
 ) -> bool:
-    """The pull, whole, under the virtual clock, or False having changed nothing. As ``_pull_at_once``
-    (``pulls.py``): no fault rule is loaded and nothing else can change the world meanwhile."""
+    """The pull, whole, under the virtual clock, or False having changed nothing. As the contiguous pull
+    of ``pull_shortcut``: no fault rule is loaded and nothing else can change the world meanwhile."""
     key, params = request.key, request.params
     remote_id = key.cluster_id
     local = world.caches.get(node.cluster_id)
@@ -88,7 +88,7 @@ def blocks_at_once(
         or remote_id == node.cluster_id
         # a one-sided read finds the blocks key in the link's copy of the peer's table, not the live one
         # (``PullBlocks`` is ``PullCache``, ``llm_datadist_v2.cc:247``, read by ``PullCacheByGet``,
-        # ``data_transfer_client.cc:231``): ``_plan_pull`` does that lookup
+        # ``data_transfer_client.cc:231``): ``plan_pull`` does that lookup
         or peer.by_table
         or peer.since > now
         or (
@@ -101,7 +101,7 @@ def blocks_at_once(
     dst = local.caches.get(request.dst_cache_id)
     if dst is None or dst.released or not dst.is_blocks:
         return False
-    src, _, consume = store.lookup(key)  # what it raises, ``_plan_pull`` raises here too
+    src, _, consume = store.lookup(key)  # what it raises, ``plan_pull`` raises here too
     src_blocks, dst_blocks = params.src_blocks, params.dst_blocks
     count, block = len(dst_blocks), dst.batch_bytes
     if (
