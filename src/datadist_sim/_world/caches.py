@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import Mode, NodeSettings
@@ -161,6 +161,9 @@ class NodeCaches:
         self._link_locks: Dict[int, threading.Lock] = {}
         self.ops: Dict[int, Dict[str, int]] = {}
         """Transfers in flight per remote cluster, by kind (``pull``, ``transfer``, ``push``)."""
+        self.on_registration: Callable[[], None] = lambda: None
+        """Called after a registered cache comes or goes (the hixl backend's engine follows the
+        instance's registered memory, ``hixl_served``)."""
 
     def link_lock(self, remote_id: int) -> threading.Lock:
         """The mutex serialising this instance's transfers on its link to ``remote_id``."""
@@ -257,7 +260,9 @@ class NodeCaches:
             if takes_over:
                 for ek, _ in bound:
                     self._unbind(ek)
-            return self._add(entry, bound)
+            self._add(entry, bound)
+            self.on_registration()
+            return entry
 
     def _unbind(self, ek: EngineKey) -> None:
         """Take ``ek`` from the cache that holds it; that cache stays, keyless (``RemoveCacheIndices``,
@@ -276,6 +281,7 @@ class NodeCaches:
         self.caches.pop(entry.cache_id, None)
         if entry.registered:
             self.ledger.unregister(entry.cache_id)
+            self.on_registration()
         if entry.pool is not None:
             for address in entry.addrs:
                 entry.pool.free(address)

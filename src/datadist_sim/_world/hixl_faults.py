@@ -245,10 +245,13 @@ def _peer(engine: HixlEngine, remote: str) -> HixlEngine:
 
 
 def _unreachable(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine) -> bool:
-    """No answer comes back from ``peer``: a partition between the two names, or either hangs."""
+    """No answer comes back from ``peer``: a partition between the two names, or either hangs. The
+    engine of an ``llm_datadist`` instance (``hixl_served``) answers to the instance's cluster id too."""
     faults = world.faults
-    return faults.partitioned(engine.name, peer.name) or (
-        remote != peer.name and faults.partitioned(engine.name, remote)
+    return (
+        faults.partitioned(engine.name, peer.name)
+        or (remote != peer.name and faults.partitioned(engine.name, remote))
+        or (peer.cluster_id is not None and faults.partitioned(engine.name, peer.cluster_id))
     )
 
 

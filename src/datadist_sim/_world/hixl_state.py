@@ -80,6 +80,9 @@ class HixlEngine:
     )
     """Descriptor lists that passed the range check, with the peer, both layouts, the direction and
     the copies (``hixl_transfers._plan``)."""
+    cluster_id: Optional[int] = None
+    """The ``llm_datadist`` instance this engine serves (``hixl_served``), None for a ``hixl.Hixl``'s:
+    fault rules that name the instance by its id act on it too."""
 
 
 class HixlEngines:
@@ -90,6 +93,8 @@ class HixlEngines:
         self.next_handle = 0x10
         self.named: Dict[str, List[HixlEngine]] = {}
         """Every engine opened, by its name: what fault rules name (a killed one stays)."""
+        self.served: Dict[int, HixlEngine] = {}
+        """The engines of hixl-backend ``llm_datadist`` instances, by cluster id (``hixl_served``)."""
 
     def called(self, name: str) -> Sequence[HixlEngine]:
         """The engines opened under ``name`` (a fault rule's name for them)."""

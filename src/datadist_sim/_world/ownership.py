@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 _P = LLMStatusCode.LLM_PARAM_INVALID
 
 
-def _spans(store: NodeCaches, transport: bool = False) -> Iterator[Tuple[int, int]]:
+def spans(store: NodeCaches, transport: bool = False) -> Iterator[Tuple[int, int]]:
     """``[start, end)`` of every range one instance owns: its pools and its registered tensors; with
     ``transport``, only those registered with the transport (not a ``remote_accessible=False`` cache)."""
     for pool in (store.device_pool, store.host_pool):
@@ -56,7 +56,7 @@ def owners(world: SimWorld, address: int, nbytes: int) -> List[int]:
     end = address + max(nbytes, 1)
     found = []
     for cluster_id, store in sorted(world.caches.items()):
-        if any(start < end and address < stop for start, stop in _spans(store)):
+        if any(start < end and address < stop for start, stop in spans(store)):
             found.append(cluster_id)
     return found
 
@@ -68,7 +68,7 @@ def holds(world: SimWorld, cluster_id: int, address: int, nbytes: int, *, transp
     if store is None:
         return False
     end = address + max(nbytes, 1)
-    return any(start <= address and end <= stop for start, stop in _spans(store, transport))
+    return any(start <= address and end <= stop for start, stop in spans(store, transport))
 
 
 def check_register(world: SimWorld, cluster_id: int, addrs: Sequence[int], nbytes: int) -> None:

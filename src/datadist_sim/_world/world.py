@@ -9,7 +9,7 @@ from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Set, 
 
 from datadist_sim import _log
 from datadist_sim._status import LLMStatusCode
-from datadist_sim._world import active, world_faults
+from datadist_sim._world import active, hixl_served, world_faults
 from datadist_sim._world.address_space import AddressSpace
 from datadist_sim._world.caches import NodeCaches
 from datadist_sim._world.clock import Clock, VirtualClock, Wake
@@ -103,6 +103,7 @@ class SimWorld:
             self._open_listeners(node, listen)
             self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
+            hixl_served.serve(self, node, store, _listening(node, listen))
             self.killed.discard(cluster_id)
             # The detail says the engine mode (``faults.engine_codes.trace_modes`` reads it back).
             backend = " hixl" if node.hixl else ""
@@ -115,6 +116,7 @@ class SimWorld:
         with self.lock:
             self.comms.forget(node)
             self.close_listeners(node)
+            hixl_served.unserve(self, node)
             node.peers.clear()
             node.alive = False
             store = self.caches.pop(node.cluster_id, None)

@@ -65,7 +65,7 @@ def start_world_fault(world: _World, rule: Fault) -> object:
         a, b = rule.cluster, rule.remote
         if a is not None and b is not None:
             if isinstance(a, str) or isinstance(b, str):
-                _cut_engines(world, str(a), str(b))
+                _cut_engines(world, a, b)
             else:
                 world.break_link(a, b)
     elif rule.action in ("cap_pool", "exhaust_pool"):
@@ -121,13 +121,14 @@ def _kill_engines(world: _World, name: str) -> None:
                 world.record(name, "hixl.engine.kill", "ok", kind="event")
 
 
-def _cut_engines(world: _World, a: str, b: str) -> None:
-    """The connections between the engines named ``a`` and ``b`` fail, both ways."""
+def _cut_engines(world: _World, a: Union[int, str], b: Union[int, str]) -> None:
+    """The connections between the engines named ``a`` and ``b`` fail, both ways (a cluster id names
+    the engine of a hixl-backend instance, ``hixl_served``)."""
     with world.lock:
         for here, there in ((a, b), (b, a)):
-            for engine in world.hixl.called(here):
+            for engine in world.hixl.called(here) if isinstance(here, str) else ():
                 for remote, peer in list(engine.peers.items()):
-                    if remote == there or peer.name == there:
+                    if there in (remote, peer.name, peer.cluster_id):
                         fail_connection(engine, remote, HixlCode.FAILED)
         world.record(a, "link.cut", "ok", f"remote {b}", kind="event")
 
