@@ -5,9 +5,10 @@ memory, written as a user would.
 timed-out transfer leaves the connection unusable, so it disconnects and connects again before a retry;
 it gives up on a chunk after a few tries and reports only chunks it read. ``hixl_buggy`` retries a
 timed-out transfer on the same connection and lets that retry's code escape (the planted bug: hixl
-answers ``FAILED`` there until the client connects again). ``hixl_mixed`` runs a hixl reader beside an
-``llm_datadist`` pair on the hixl backend in one world (docs/hixl_engine_facts.md: the vendor allows
-both in one process). Each raises ``AssertionError`` when a chunk it calls read holds other bytes.
+answers ``FAILED`` there until the client connects again). ``hixl_mixed`` runs an ``llm_datadist`` pair
+on the hixl backend in one world with a hixl reader that reads the Prompt's cache through the engine the
+Prompt listens with (docs/hixl_engine_facts.md §6: a plain hixl engine may connect to it). Each raises
+``AssertionError`` when a chunk it calls read holds other bytes.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ def _server(hixl: Any) -> Optional[Tuple[Any, np.ndarray]]:
 
 
 class Reader:
-    """Reads ``CHUNKS`` chunks of the server's memory into its own buffer."""
+    """Reads ``CHUNKS`` chunks of the server's memory (from address ``base`` on) into its own buffer."""
 
-    def __init__(self, hixl: Any) -> None:
+    def __init__(self, hixl: Any, server: str = SERVER) -> None:
         self.hixl = hixl
+        self.server = server
         self.engine = hixl.Hixl()
         self.buf = np.zeros(CHUNK * CHUNKS, dtype=np.uint8)
 
@@ -52,30 +54,30 @@ class Reader:
     def connect(self) -> bool:
         """Connect asynchronously, falling back to a plain connect when the pool is full or it fails."""
         hixl = self.hixl
-        if self.engine.connect_async(SERVER, 1000) == hixl.SUCCESS:
+        if self.engine.connect_async(self.server, 1000) == hixl.SUCCESS:
             for _ in range(200):
-                code, state = self.engine.get_async_connect_status(SERVER)
+                code, state = self.engine.get_async_connect_status(self.server)
                 if code != hixl.SUCCESS or state == hixl.AsyncConnectStatus.CONNECTED:
                     break
                 if state == hixl.AsyncConnectStatus.CONNECT_FAILED:
                     break
             if code == hixl.SUCCESS and state == hixl.AsyncConnectStatus.CONNECTED:
                 return True
-        return self.engine.connect(SERVER, 1000) in (hixl.SUCCESS, hixl.ALREADY_CONNECTED)
+        return self.engine.connect(self.server, 1000) in (hixl.SUCCESS, hixl.ALREADY_CONNECTED)
 
     def reconnect(self) -> bool:
-        self.engine.disconnect(SERVER, 1000)  # NOT_CONNECTED when the engine dropped it: fine
-        return self.engine.connect(SERVER, 1000) in (self.hixl.SUCCESS, self.hixl.ALREADY_CONNECTED)
+        self.engine.disconnect(self.server, 1000)  # NOT_CONNECTED when the engine dropped it: fine
+        return self.engine.connect(self.server, 1000) in (self.hixl.SUCCESS, self.hixl.ALREADY_CONNECTED)
 
-    def op(self, data: np.ndarray, chunk: int) -> Any:
+    def op(self, base: int, chunk: int) -> Any:
         at = chunk * CHUNK
-        return self.hixl.TransferOpDesc(self.buf.ctypes.data + at, data.ctypes.data + at, CHUNK)
+        return self.hixl.TransferOpDesc(self.buf.ctypes.data + at, base + at, CHUNK)
 
-    def read_async(self, data: np.ndarray, chunk: int) -> int:
+    def read_async(self, base: int, chunk: int) -> int:
         """One chunk by ``transfer_async``, polled to its end: the code, or ``FAILED`` for a request that
         ended ``FAILED`` or never ended within the polls."""
         hixl = self.hixl
-        code, req = self.engine.transfer_async(SERVER, hixl.READ, [self.op(data, chunk)])
+        code, req = self.engine.transfer_async(self.server, hixl.READ, [self.op(base, chunk)])
         if code != hixl.SUCCESS:
             return int(code)
         for _ in range(1000):
@@ -88,36 +90,41 @@ class Reader:
                 return int(hixl.FAILED)
         return int(hixl.TIMEOUT)
 
-    def read(self, data: np.ndarray, chunk: int) -> bool:
+    def read(self, base: int, chunk: int) -> bool:
         hixl = self.hixl
         for _ in range(TRIES):
             if chunk % 2:
-                code = self.read_async(data, chunk)
+                code = self.read_async(base, chunk)
             else:
-                code = self.engine.transfer_sync(SERVER, hixl.READ, [self.op(data, chunk)], 1000)
+                code = self.engine.transfer_sync(self.server, hixl.READ, [self.op(base, chunk)], 1000)
             if code == hixl.SUCCESS:
                 return True
             if not self.reconnect():
                 continue
         return False
 
-    def serve(self, data: np.ndarray) -> List[int]:
+    def serve(self, base: int) -> List[int]:
         if not self.start() or not self.connect():
             return []
-        read = [chunk for chunk in range(CHUNKS) if self.read(data, chunk)]
-        self.engine.send_notify(SERVER, self.hixl.NotifyDesc("done", str(len(read))), 500)
+        read = [chunk for chunk in range(CHUNKS) if self.read(base, chunk)]
+        self.engine.send_notify(self.server, self.hixl.NotifyDesc("done", str(len(read))), 500)
         return read
+
+    def check(self, read: List[int], want: np.ndarray) -> None:
+        for chunk in read:
+            at = chunk * CHUNK
+            assert np.array_equal(self.buf[at : at + CHUNK], want[at : at + CHUNK]), f"chunk {chunk} is wrong"
 
 
 class Buggy(Reader):
     """Retries a timed-out transfer on the same connection, and takes anything but success there for
     a crash."""
 
-    def read(self, data: np.ndarray, chunk: int) -> bool:
+    def read(self, base: int, chunk: int) -> bool:
         hixl = self.hixl
-        code = self.engine.transfer_sync(SERVER, hixl.READ, [self.op(data, chunk)], 1000)
+        code = self.engine.transfer_sync(self.server, hixl.READ, [self.op(base, chunk)], 1000)
         if code == hixl.TIMEOUT:
-            code = self.engine.transfer_sync(SERVER, hixl.READ, [self.op(data, chunk)], 1000)
+            code = self.engine.transfer_sync(self.server, hixl.READ, [self.op(base, chunk)], 1000)
             if code != hixl.SUCCESS:
                 raise RuntimeError(f"unhandled hixl code {code} on the retry")
         return bool(code == hixl.SUCCESS)
@@ -131,10 +138,7 @@ def _check(reader_type: type) -> None:
         return
     server, data = served
     reader = reader_type(hixl)
-    read = reader.serve(data)
-    for chunk in read:
-        at = chunk * CHUNK
-        assert np.array_equal(reader.buf[at : at + CHUNK], data[at : at + CHUNK]), f"chunk {chunk} is wrong"
+    reader.check(reader.serve(data.ctypes.data), data)
     reader.engine.finalize()
     server.finalize()
 
@@ -161,18 +165,34 @@ def _backend(llm: Any, role: Any, cluster: int, listen: str) -> Any:
     return dd
 
 
-def _pull_all(world: SimWorld, llm: Any) -> None:
-    """An ``llm_datadist`` Prompt/Decode pair on the hixl backend: the Decode links and pulls each
-    request, re-linking once after a failed pull; a pull it calls done holds the Prompt's bytes."""
+PROMPT_ENGINE = "192.168.1.1:26000"
+"""Where the Prompt listens, with its hixl engine (``hixl_transfer_engine.cc:88-106``)."""
+
+
+def hixl_mixed(world: SimWorld) -> None:
+    """An ``llm_datadist`` Prompt/Decode pair on the hixl backend and a ``hixl.Hixl`` reader in one
+    world. The reader connects to the engine the Prompt listens with and reads the Prompt's cache
+    (memory its pool registered with that engine, ``data_cache_engine.cc:295-296``); then the Decode
+    links and pulls each request, re-linking once after a failed pull. A chunk the reader calls read and
+    a pull the Decode calls done hold the Prompt's bytes."""
+    import hixl
+    import llm_datadist as llm
+
     from datadist_sim import tensor_views
 
-    desc = llm.CacheDesc(1, [REQUESTS, 256], llm.DataType.DT_FLOAT16)
+    desc = llm.CacheDesc(1, [REQUESTS, CHUNK * CHUNKS // REQUESTS // 2], llm.DataType.DT_FLOAT16)
     try:
-        prompt = _backend(llm, llm.LLMRole.PROMPT, 1, "192.168.1.1:26000")
+        prompt = _backend(llm, llm.LLMRole.PROMPT, 1, PROMPT_ENGINE)
         src = prompt.cache_manager.allocate_cache(desc)
         for view in tensor_views(src):
             view[...] = np.arange(view.size, dtype=np.float16).reshape(view.shape)
         want = [view.copy() for view in tensor_views(src)]
+    except llm.LLMException:
+        return
+    reader = Reader(hixl, PROMPT_ENGINE)
+    reader.check(reader.serve(src.tensor_addrs[0]), want[0].view(np.uint8).reshape(-1))
+    reader.engine.finalize()
+    try:
         decode = _backend(llm, llm.LLMRole.DECODER, 2, "192.168.2.1:0")
         dst = decode.cache_manager.allocate_cache(desc)
     except llm.LLMException:
@@ -209,13 +229,3 @@ def _pull_all(world: SimWorld, llm: Any) -> None:
     for req in pulled:
         for a, b in zip(want, got):
             assert np.array_equal(a[req], b[req]), f"request {req} was pulled with the wrong bytes"
-
-
-def hixl_mixed(world: SimWorld) -> None:
-    """A hixl reader and an ``llm_datadist`` pair on the hixl backend in one world: the vendor builds
-    both from one engine factory, each its own object on its own listener, so one process may hold
-    both (docs/hixl_engine_facts.md, "Faults"); each serves on its own."""
-    import llm_datadist
-
-    _check(Reader)
-    _pull_all(world, llm_datadist)

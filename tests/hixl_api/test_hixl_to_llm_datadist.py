@@ -146,7 +146,8 @@ def test_a_range_outside_the_instances_registered_memory_is_param_invalid_and_wr
 ) -> None:
     """The pool (1 MiB) is registered whole; a range past its end is not (``hixl_mem_store.cc:259-279``)."""
     _, remote, client, local = served
-    past = hixl.TransferOpDesc(local.ctypes.data, remote.addr + (1 << 20) - 16, 32)  # the cache starts the pool
+    # the cache starts the pool: 16 bytes of this range lie past its end
+    past = hixl.TransferOpDesc(local.ctypes.data, remote.addr + (1 << 20) - 16, 32)
     before, remote_before = local.copy(), remote.view.copy()
     assert client.connect(PROMPT) == hixl.SUCCESS
     assert client.transfer_sync(PROMPT, hixl.READ, [_op(local, remote, 16), past]) == hixl.PARAM_INVALID

@@ -326,9 +326,10 @@ class FabricServer:
     def session_of(self, party: object) -> Optional[Session]:
         """The live process that runs cluster ``party``, or whose ``hixl.Hixl`` opened engine ``party``
         (the two kinds of party a copy names, ``surface.copy_parties``)."""
-        if not isinstance(party, int):
+        served = getattr(party, "cluster_id", None)  # the engine of a hixl-backend instance: its process
+        if not isinstance(party, int) and served is None:
             return self.hixl.owner(party)
-        cluster_id = party
+        cluster_id = party if isinstance(party, int) else served
         with self._lock:
             sessions = list(self.sessions)
         for session in sessions:
