@@ -262,3 +262,37 @@ def test_a_cut_between_the_client_and_the_instance_fails_the_connection(
     assert client.connect(PROMPT) == hixl.SUCCESS
     world.faults.add(Fault.cut_link(cluster="10.0.0.2", remote=1, start_s=world.now()))
     assert client.transfer_sync(PROMPT, hixl.READ, [_op(local, remote, 8)]) == hixl.FAILED
+
+
+def test_a_hung_instance_times_the_connect_out(world: SimWorld, served: Served) -> None:
+    """``Fault.hang(1)``: the instance's engine does not answer; the connect outlasts its timeout
+    (``ctrl_msg_plugin.cc:79``)."""
+    _, _, client, _ = served
+    world.faults.add(Fault.hang(1))
+    assert client.connect(PROMPT, 300) == hixl.TIMEOUT
+    world.faults.clear()
+    assert client.connect(PROMPT) == hixl.SUCCESS
+
+
+def test_an_auto_connecting_engine_connects_to_the_instance_on_its_first_transfer(
+    make: Make, served: Served
+) -> None:
+    _, remote, _, _ = served
+    client = make("10.0.0.3", AUTO)
+    local = np.zeros(NBYTES, dtype=np.uint8)
+    client.register_mem(hixl.MemDesc(local.ctypes.data, NBYTES), hixl.MEM_HOST)
+    assert client.transfer_sync(PROMPT, hixl.READ, [_op(local, remote, NBYTES)]) == hixl.SUCCESS
+    assert np.array_equal(local, remote.view)
+    assert client.connect(PROMPT) == hixl.ALREADY_CONNECTED
+
+
+def test_a_cache_allocated_after_the_connect_is_reachable(served: Served) -> None:
+    """It lies in the pool, registered whole at ``init`` (``data_cache_engine.cc:295-296``)."""
+    dd, _, client, local = served
+    assert client.connect(PROMPT) == hixl.SUCCESS
+    cache = dd.cache_manager.allocate_cache(CacheDesc(1, [256], DataType.DT_UINT8))
+    (view,) = tensor_views(cache)
+    view[:] = 9
+    read = [_op(local, Remote(view, cache.tensor_addrs[0]), 256)]
+    assert client.transfer_sync(PROMPT, hixl.READ, read) == hixl.SUCCESS
+    assert np.all(local[:256] == 9)
