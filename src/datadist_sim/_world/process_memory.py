@@ -21,6 +21,10 @@ import numpy.typing as npt
 Bytes = npt.NDArray[np.uint8]
 Mapping = Tuple[int, int, bool, bool]
 """One line of ``/proc/self/maps``: start, end, readable, writable."""
+Pair = Tuple[memoryview, memoryview, Tuple[memoryview, ...]]
+"""A small copy's destination view, source view, and one-byte probes of every page of both."""
+Again = Tuple[Pair, object]
+"""A ``Pair`` and the parse of the maps it was found in (``ProcessMemory.parse``)."""
 
 
 class ProcessMemory:
@@ -50,7 +54,7 @@ class ProcessMemory:
         """Views of whole mappings of the current parse, by start, made on first use (``_view``)."""
         self._found: Dict[Tuple[int, int, bool], Tuple[memoryview, Tuple[memoryview, ...]]] = {}
         """Views of ranges ``_view`` found in the current parse, by ``(address, nbytes, writable)``."""
-        self._pairs: Dict[Tuple[int, int, int], Tuple[memoryview, memoryview, Tuple[memoryview, ...]]] = {}
+        self._pairs: Dict[Tuple[int, int, int], Pair] = {}
         """What ``copy_small`` found for a ``(dst, src, nbytes)`` in the current parse: both views and
         the probes of both."""
         self._pipe: Optional[Tuple[int, int]] = None
@@ -123,6 +127,36 @@ class ProcessMemory:
         the kernel has vouched for every page of both; False when it cannot vouch that way (a range
         outside the cached parse or wider than one of its mappings, no pipe, a page gone since the
         parse), and then nothing was written: the caller takes the full path (``covers``, then a copy).
+        """
+        pair = self.small_pair(dst, src, nbytes)
+        return pair is not None and self.copy_pair((pair, self._table))
+
+    @property
+    def parse(self) -> object:
+        """The current parse of the maps, as a token: a ``Pair`` found under another one is stale."""
+        return self._table
+
+    def small_pair(self, dst: int, src: int, nbytes: int) -> Optional[Pair]:
+        """The views of a small copy ``(dst, src, nbytes)`` and the probes of both, found in the current
+        parse (kept for it: a client moves the same ranges again); None if either range is not inside
+        one mapping with the needed permissions, or is larger than ``_WHOLE``. No byte is read."""
+        key = (dst, src, nbytes)
+        pair = self._pairs.get(key)
+        if pair is None:
+            if not 0 < nbytes <= _WHOLE:
+                return None
+            target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
+            if target is None or source is None:
+                return None
+            if len(self._pairs) >= _FOUND_MAX:
+                self._pairs = {}
+            pair = self._pairs[key] = (target[0], source[0], target[1] + source[1])
+        return pair
+
+    def copy_pair(self, again: Again) -> bool:
+        """Copy what ``small_pair`` found (``again``: it and the parse it was found in), once the kernel
+        has vouched for every page of both ranges; False (nothing written) if the maps were parsed
+        again since, or a page is gone.
 
         One ``writev`` into a pipe hands the kernel one byte of each page of both ranges: it reads
         them as it would any buffer, and reports a page that is gone as a short write or ``EFAULT``
@@ -131,27 +165,20 @@ class ProcessMemory:
         ``/proc/self/mem`` read per range, each of which walks the page tables as a foreign reader
         would: on a small transfer, most of the check's cost. The bytes written into the pipe are
         thrown away in one read once they fill half of it."""
-        key = (dst, src, nbytes)
-        pair = self._pairs.get(key)
-        if pair is None:
-            if not 0 < nbytes <= _WHOLE:
-                return False
-            target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
-            if target is None or source is None:
-                return False
-            if len(self._pairs) >= _FOUND_MAX:
-                self._pairs = {}
-            pair = self._pairs[key] = (target[0], source[0], target[1] + source[1])
+        pair, parse = again
+        if parse is not self._table:
+            return False
         pipe = self._pipe if self._pipe_pid == _PID[0] else self._new_pipe()
         if pipe is None:
             return False
         probes = pair[2]
+        count = len(probes)
         with self._lock:
             try:
-                whole = os.writev(pipe[1], probes) == len(probes)
+                whole = os.writev(pipe[1], probes) == count
             except OSError:  # EFAULT: a page of either is gone before any byte of it was read
                 whole = False
-            self._pending += len(probes)
+            self._pending += count
             if not whole or self._pending >= _PIPE_BYTES // 2:
                 _drain(pipe[0])
                 self._pending = 0
