@@ -49,12 +49,13 @@ def test_a_repeat_moves_the_bytes_again_and_takes_the_same_simulated_time(
     assert client.transfer_sync(SERVER, hixl.READ, ops) == hixl.SUCCESS
     config = world.config
     assert world.now() - start == pytest.approx(config.message_rtt_s + NBYTES / config.bandwidth_bytes_per_s)
-    assert (local[:NBYTES] == 7).all() and (local[NBYTES:] == 0xEE).all()
+    assert (local[:NBYTES] == 7).all()
+    assert (local[NBYTES:] == 0xEE).all()
 
 
 def test_the_same_descriptors_written_instead_of_read_write_the_remote(make: Make) -> None:
     """The direction is part of what was checked: a WRITE of the ranges a READ used writes the remote."""
-    _, client, remote, local, ops = _moved_once(make, {})
+    _, client, remote, _local, ops = _moved_once(make, {})
     assert client.transfer_sync(SERVER, hixl.WRITE, ops) == hixl.SUCCESS
     assert (remote[:NBYTES] == 0xEE).all()
 

@@ -43,8 +43,8 @@ import numpy.typing as npt
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
-from datadist_sim._world.process_memory import Again
 from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
+from datadist_sim._world.process_memory import Again
 from datadist_sim._world.process_memory import ProcessMemory as ProcessMemory
 from datadist_sim._world.process_memory import raw_view as raw_view
 
