@@ -59,8 +59,6 @@ class ProcessMemory:
         the probes of both."""
         self._pipe: Optional[Tuple[int, int]] = None
         self._pipe_pid = 0
-        self._pending = 0
-        """Bytes ``copy_small`` has left in the pipe since it was last emptied."""
 
     def refresh(self) -> None:
         """Re-read ``/proc/self/maps``."""
@@ -163,8 +161,11 @@ class ProcessMemory:
         instead of faulting (pages are mapped and unmapped whole, so one byte vouches for its page).
         Only then do the bytes move, by one memmove. One cheap system call instead of a
         ``/proc/self/mem`` read per range, each of which walks the page tables as a foreign reader
-        would: on a small transfer, most of the check's cost. The bytes written into the pipe are
-        thrown away in one read once they fill half of it."""
+        would: on a small transfer, most of the check's cost. What the pipe holds is thrown away only
+        when it is full (a write that does not fit is short, or refused whole): the pipe is emptied
+        and the write made once more, and only a second short write is a refusal. So threads share
+        the pipe without a lock: another thread's bytes can only make a write short, never vouch for
+        a page of this one."""
         pair, parse = again
         if parse is not self._table:
             return False
@@ -173,18 +174,18 @@ class ProcessMemory:
             return False
         probes = pair[2]
         count = len(probes)
-        with self._lock:
+        for attempt in range(2):
             try:
-                whole = os.writev(pipe[1], probes) == count
+                if os.writev(pipe[1], probes) == count:
+                    pair[0][:] = pair[1]
+                    return True
+            except BlockingIOError:  # the pipe is full: nothing was written
+                pass
             except OSError:  # EFAULT: a page of either is gone before any byte of it was read
-                whole = False
-            self._pending += count
-            if not whole or self._pending >= _PIPE_BYTES // 2:
+                return False
+            if attempt == 0:
                 _drain(pipe[0])
-                self._pending = 0
-        if whole:
-            pair[0][:] = pair[1]
-        return whole
+        return False
 
     def _view(
         self, address: int, nbytes: int, writable: bool
@@ -223,7 +224,7 @@ class ProcessMemory:
                 if self._pipe is not None:  # inherited across fork: shared with the parent
                     for fd in self._pipe:
                         os.close(fd)
-                self._pipe, self._pipe_pid, self._pending = None, _PID[0], 0
+                self._pipe, self._pipe_pid = None, _PID[0]
                 try:  # non-blocking: a write that does not fit fails instead of waiting for a reader
                     self._pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
                 except (OSError, AttributeError):  # no pipe2 (not Linux): the full path serves
@@ -251,8 +252,8 @@ call, and only the first and last pages are read."""
 _FOUND_MAX = 4096
 """At most this many ranges' views are kept per parse (then they are found again)."""
 _PIPE_BYTES = 1 << 16
-"""A pipe's default capacity on Linux (16 pages): two ranges of ``_WHOLE`` fit in it at once. A pipe
-made smaller (past ``pipe-user-pages-soft``) makes the write short, and the full path serves."""
+"""A pipe's default capacity on Linux (16 pages), read in one go to empty it. A ``copy_pair`` writes
+one byte per page of two ranges of at most ``_WHOLE``, which always fits an emptied pipe."""
 _PID = [os.getpid()]
 """This process's id, kept current across ``fork`` without asking the kernel on every check."""
 
