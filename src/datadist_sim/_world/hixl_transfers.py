@@ -188,11 +188,11 @@ def _again(
     connection, at once: True when it ran; False, with nothing done, where the full path must decide.
 
     It runs again only where every step of the full path would give what it gave then: both engines
-    with the registrations they had (``layout``, which an engine's end moves too) and the connection
-    to the same peer, usable;
-    no connect pending in the pool, no fault rule loaded, no poison, the maps not re-read; the
-    kernel still vouches for every page of both ranges (``AddressSpace.copy_again``), and the transfer
-    ends within its timeout. Most of a small transfer's cost is the path's steps, not its work."""
+    with the registrations they had (``layout``, which an engine's end moves too), the connection to
+    the same peer and usable, no connect pending in the pool, no fault rule loaded, no poison, the
+    maps not re-read; the kernel still vouches for every page of both ranges
+    (``AddressSpace.copy_again``), and the transfer ends within its timeout (the config's link, read
+    now). Most of a small transfer's cost is the path's steps, not its work: this is one step."""
     seen = engine.vetted.get(descs if type(descs) is tuple else tuple(descs))
     if seen is None or seen.again is None:
         return False
