@@ -6,6 +6,7 @@ import ctypes
 import mmap
 import os
 import threading
+from typing import List, Tuple
 
 import numpy as np
 import pytest
@@ -327,10 +328,50 @@ def test_a_small_raw_copy_from_a_page_unmapped_since_the_parse_writes_nothing() 
         _unmap(base + page, page)
         assert not memory.copy_small(target.ctypes.data, base + page // 2, page)
         assert (target == 7).all()
-        assert memory.copy_small(target.ctypes.data, base, page)  # the pipe was left empty
+        assert memory.copy_small(target.ctypes.data, base, page)
         assert (target[:page] == 0).all()
     finally:
         _unmap(base, page)
+
+
+@linux_only
+def test_small_raw_copies_go_on_past_what_the_pipe_holds() -> None:
+    # Each copy leaves its probe bytes in the pipe; a full pipe is emptied and the write made again,
+    # so a copy never fails for want of room.
+    memory = ProcessMemory()
+    memory.refresh()
+    page = mmap.PAGESIZE
+    source = np.full(2 * page, 3, dtype=np.uint8)
+    target = np.zeros(2 * page, dtype=np.uint8)
+    copies = 2 * (1 << 16) // 4  # each leaves 4 bytes (two pages on each side): twice a full pipe
+    done = [memory.copy_small(target.ctypes.data + 1, source.ctypes.data + 1, page) for _ in range(copies)]
+    assert all(done)
+    assert (target[1 : page + 1] == 3).all()
+
+
+@linux_only
+def test_two_threads_share_the_pipe_and_each_copy_is_right_or_not_taken() -> None:
+    # No lock: another thread's bytes can make a write short (then the caller takes the full path),
+    # never vouch for a page of this copy; each copy that is taken moves its own bytes.
+    memory = ProcessMemory()
+    memory.refresh()
+    page = mmap.PAGESIZE
+    results: List[Tuple[int, int, bool]] = []
+
+    def run(seed: int) -> None:
+        source = np.full(2 * page, seed, dtype=np.uint8)
+        target = np.zeros(2 * page, dtype=np.uint8)
+        taken = sum(memory.copy_small(target.ctypes.data, source.ctypes.data, page) for _ in range(20_000))
+        results.append((seed, taken, bool((target[:page] == seed).all() and (target[page:] == 0).all())))
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in (3, 5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(seed for seed, _, _ in results) == [3, 5]
+    assert all(right for _, taken, right in results if taken)
+    assert all(taken > 0 for _, taken, _ in results)
 
 
 @linux_only

@@ -44,6 +44,7 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
 from datadist_sim._world.process_memory import PROCESS_MEMORY as PROCESS_MEMORY
+from datadist_sim._world.process_memory import Again
 from datadist_sim._world.process_memory import ProcessMemory as ProcessMemory
 from datadist_sim._world.process_memory import raw_view as raw_view
 
@@ -315,6 +316,23 @@ class AddressSpace:
                 for piece in dst_bytes if isinstance(dst_bytes, list) else [dst_bytes]:
                     piece[:] = data[offset : offset + piece.nbytes]
                     offset += piece.nbytes
+
+    def small_pair(self, dst: int, src: int, nbytes: int) -> Optional[Again]:
+        """What a small copy between two raw ranges of this process needs to run again at once
+        (``copy_again``), for a caller that will move the same range again; None where that copy is
+        not one memmove the kernel vouches for (simulated memory, raw pointers of other processes, no
+        backing, more than ``ProcessMemory.small_pair`` takes)."""
+        if not self.backed or self.raw_per_process or is_simulated(dst) or is_simulated(src):
+            return None
+        memory = self.process_memory
+        pair = memory.small_pair(dst, src, nbytes)
+        return None if pair is None else (pair, memory.parse)
+
+    def copy_again(self, again: Again) -> bool:
+        """Run a copy ``small_pair`` found, as ``copy_ranges`` would have; False (nothing written) if it
+        cannot so: memory is poisoned (the full path says where), the maps were read again since, or a
+        page of either range is gone."""
+        return not self._poison and self.process_memory.copy_pair(again)
 
     def _pieces(self, address: int, nbytes: int, writable: bool) -> Union[Bytes, List[Bytes], int, None]:
         """As ``resolve``, but a simulated range across the end of the bytes asked for comes in two

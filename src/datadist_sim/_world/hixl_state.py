@@ -17,6 +17,7 @@ from datadist_sim._status import LLMStatusCode
 from datadist_sim._status_hixl import HixlCode
 from datadist_sim._world.cluster import Endpoint
 from datadist_sim._world.hixl_pool import DEFAULT_CAPACITY, DEFAULT_WORKERS, ConnectPool
+from datadist_sim._world.process_memory import Again
 
 Desc = Tuple[int, int, int]
 """One transfer descriptor: ``(local_addr, remote_addr, len)``."""
@@ -58,6 +59,21 @@ class Request(NamedTuple):
     """What it reports at ``done_at`` (a fault makes it ``FAILED``, ``hixl_faults``)."""
 
 
+class Vetted(NamedTuple):
+    """A descriptor list that passed the range check: it holds while the connection goes to ``peer``
+    and neither engine's registrations have changed since (``layout``)."""
+
+    peer: HixlEngine
+    layout: int
+    peer_layout: int
+    write: bool
+    copies: List[Desc]
+    """``(dst, src, len)`` of each range, in order."""
+    again: Optional[Again] = None
+    """Set once a single small raw range moved: what copies it again at once
+    (``AddressSpace.copy_again``)."""
+
+
 @dataclass(eq=False)
 class HixlEngine:
     name: str
@@ -75,11 +91,8 @@ class HixlEngine:
     layout: int = 0
     """Counts changes of ``regions`` (register, deregister, finalize): a transfer's range check, kept
     in ``vetted``, holds while neither engine's layout has moved."""
-    vetted: Dict[Tuple[Desc, ...], Tuple[HixlEngine, int, int, bool, List[Desc]]] = field(
-        default_factory=dict
-    )
-    """Descriptor lists that passed the range check, with the peer, both layouts, the direction and
-    the copies (``hixl_transfers._plan``)."""
+    vetted: Dict[Tuple[Desc, ...], Vetted] = field(default_factory=dict)
+    """Descriptor lists that passed the range check (``hixl_transfers._plan``)."""
     cluster_id: Optional[int] = None
     """The ``llm_datadist`` instance this engine serves (``hixl_served``), None for a ``hixl.Hixl``'s:
     fault rules that name the instance by its id act on it too."""

@@ -27,6 +27,7 @@ from datadist_sim._world.hixl_state import (
     OpState,
     Region,
     Request,
+    Vetted,
     fail_connection,
 )
 from datadist_sim._world.ownership import enter_copy, leave_copy
@@ -83,8 +84,13 @@ def _plan(engine: HixlEngine, peer: HixlEngine, write: bool, descs: Sequence[Des
     key = tuple(descs)
     seen = engine.vetted.get(key)
     # the same ranges, the same way, against the same registrations of the same peer: still good
-    if seen is not None and seen[0] is peer and seen[1:4] == (engine.layout, peer.layout, write):
-        return seen[4]
+    if (
+        seen is not None
+        and seen.peer is peer
+        and seen.write is write
+        and (seen.layout, seen.peer_layout) == (engine.layout, peer.layout)
+    ):
+        return seen.copies
     copies = []
     for index, (local, remote, nbytes) in enumerate(descs):
         if nbytes == 0 or local + nbytes > U64 or remote + nbytes > U64:
@@ -98,7 +104,7 @@ def _plan(engine: HixlEngine, peer: HixlEngine, write: bool, descs: Sequence[Des
         copies.append((remote, local, nbytes) if write else (local, remote, nbytes))
     if len(engine.vetted) >= VETTED_MAX:
         engine.vetted.clear()
-    engine.vetted[key] = (peer, engine.layout, peer.layout, write, copies)
+    engine.vetted[key] = Vetted(peer, engine.layout, peer.layout, write, copies)
     return copies
 
 
@@ -153,6 +159,8 @@ def transfer(
     """``transfer_sync``. One that would outlast its timeout moves nothing and answers ``TIMEOUT`` at
     the deadline (``hixl_cs_client.cc:964-970``)."""
     with world.lock:
+        if _again(world, engine, remote, write, descs, timeout_s):
+            return
         live(world, engine)
         if not descs or remote not in engine.peers:  # the empty list's code and auto-connect come first
             _check_empty(engine, descs)
@@ -168,11 +176,63 @@ def transfer(
                 LLMStatusCode.LLM_TIMEOUT, f"transfer of {len(copies)} ranges outlasts {timeout_s} s"
             )
         _copy(world, engine, remote, write, copies)
-        clock = world.clock
-        if type(clock) is VirtualClock and not other_threads():
-            clock.pass_alone(duration)  # no one can wait on the clock: it needs no lock of its own
-        else:
-            world.elapse(duration)
+        _pass(world, duration)
+        if len(copies) == 1:
+            _remember(world, engine, descs, copies[0])
+
+
+def _again(
+    world: SimWorld, engine: HixlEngine, remote: str, write: bool, descs: Sequence[Desc], timeout_s: float
+) -> bool:
+    """Run a ``transfer_sync`` of one small raw range that moved before, the same way over the same
+    connection, at once: True when it ran; False, with nothing done, where the full path must decide.
+
+    It runs again only where every step of the full path would give what it gave then: both engines
+    with the registrations they had (``layout``, which an engine's end moves too), the connection to
+    the same peer and usable, no connect pending in the pool, no fault rule loaded, no poison, the
+    maps not re-read; the kernel still vouches for every page of both ranges
+    (``AddressSpace.copy_again``), and the transfer ends within its timeout (the config's link, read
+    now). Most of a small transfer's cost is the path's steps, not its work: this is one step."""
+    seen = engine.vetted.get(descs if type(descs) is tuple else tuple(descs))
+    if seen is None or seen.again is None:
+        return False
+    peer = seen.peer
+    pool = engine.pool
+    if (
+        seen.write is not write
+        or engine.peers.get(remote) is not peer
+        or seen.layout != engine.layout
+        or seen.peer_layout != peer.layout
+        or engine.broken
+        or pool.queue
+        or pool.running
+        or not world.faults.idle
+    ):
+        return False
+    config = world.config
+    duration = config.message_rtt_s + seen.copies[0][2] / config.bandwidth_bytes_per_s
+    if duration > timeout_s or not world.memory.copy_again(seen.again):
+        return False
+    _pass(world, duration)
+    return True
+
+
+def _remember(world: SimWorld, engine: HixlEngine, descs: Sequence[Desc], copy: Desc) -> None:
+    """Keep, with the vetted descriptor list, what runs its one range again at once (``_again``)."""
+    key = descs if type(descs) is tuple else tuple(descs)
+    seen = engine.vetted.get(key)
+    if seen is not None and seen.again is None:
+        again = world.memory.small_pair(*copy)
+        if again is not None:
+            engine.vetted[key] = seen._replace(again=again)
+
+
+def _pass(world: SimWorld, duration: float) -> None:
+    clock = world.clock
+    if type(clock) is VirtualClock and not other_threads():
+        clock.pass_alone(duration)  # no one can wait on the clock: it needs no lock of its own
+    else:
+        world.elapse(duration)
 
 
 def transfer_start(

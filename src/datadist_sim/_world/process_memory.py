@@ -21,6 +21,10 @@ import numpy.typing as npt
 Bytes = npt.NDArray[np.uint8]
 Mapping = Tuple[int, int, bool, bool]
 """One line of ``/proc/self/maps``: start, end, readable, writable."""
+Pair = Tuple[memoryview, memoryview, Tuple[memoryview, ...]]
+"""A small copy's destination view, source view, and one-byte probes of every page of both."""
+Again = Tuple[Pair, object]
+"""A ``Pair`` and the parse of the maps it was found in (``ProcessMemory.parse``)."""
 
 
 class ProcessMemory:
@@ -50,13 +54,11 @@ class ProcessMemory:
         """Views of whole mappings of the current parse, by start, made on first use (``_view``)."""
         self._found: Dict[Tuple[int, int, bool], Tuple[memoryview, Tuple[memoryview, ...]]] = {}
         """Views of ranges ``_view`` found in the current parse, by ``(address, nbytes, writable)``."""
-        self._pairs: Dict[Tuple[int, int, int], Tuple[memoryview, memoryview, Tuple[memoryview, ...]]] = {}
+        self._pairs: Dict[Tuple[int, int, int], Pair] = {}
         """What ``copy_small`` found for a ``(dst, src, nbytes)`` in the current parse: both views and
         the probes of both."""
         self._pipe: Optional[Tuple[int, int]] = None
         self._pipe_pid = 0
-        self._pending = 0
-        """Bytes ``copy_small`` has left in the pipe since it was last emptied."""
 
     def refresh(self) -> None:
         """Re-read ``/proc/self/maps``."""
@@ -123,41 +125,67 @@ class ProcessMemory:
         the kernel has vouched for every page of both; False when it cannot vouch that way (a range
         outside the cached parse or wider than one of its mappings, no pipe, a page gone since the
         parse), and then nothing was written: the caller takes the full path (``covers``, then a copy).
+        """
+        pair = self.small_pair(dst, src, nbytes)
+        return pair is not None and self.copy_pair((pair, self._table))
+
+    @property
+    def parse(self) -> object:
+        """The current parse of the maps, as a token: a ``Pair`` found under another one is stale."""
+        return self._table
+
+    def small_pair(self, dst: int, src: int, nbytes: int) -> Optional[Pair]:
+        """The views of a small copy ``(dst, src, nbytes)`` and the probes of both, found in the current
+        parse (kept for it: a client moves the same ranges again); None if either range is not inside
+        one mapping with the needed permissions, or is larger than ``_WHOLE``. No byte is read."""
+        key = (dst, src, nbytes)
+        pair = self._pairs.get(key)
+        if pair is None:
+            if not 0 < nbytes <= _WHOLE:
+                return None
+            target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
+            if target is None or source is None:
+                return None
+            if len(self._pairs) >= _FOUND_MAX:
+                self._pairs = {}
+            pair = self._pairs[key] = (target[0], source[0], target[1] + source[1])
+        return pair
+
+    def copy_pair(self, again: Again) -> bool:
+        """Copy what ``small_pair`` found (``again``: it and the parse it was found in), once the kernel
+        has vouched for every page of both ranges; False (nothing written) if the maps were parsed
+        again since, or a page is gone.
 
         One ``writev`` into a pipe hands the kernel one byte of each page of both ranges: it reads
         them as it would any buffer, and reports a page that is gone as a short write or ``EFAULT``
         instead of faulting (pages are mapped and unmapped whole, so one byte vouches for its page).
         Only then do the bytes move, by one memmove. One cheap system call instead of a
         ``/proc/self/mem`` read per range, each of which walks the page tables as a foreign reader
-        would: on a small transfer, most of the check's cost. The bytes written into the pipe are
-        thrown away in one read once they fill half of it."""
-        key = (dst, src, nbytes)
-        pair = self._pairs.get(key)
-        if pair is None:
-            if not 0 < nbytes <= _WHOLE:
-                return False
-            target, source = self._view(dst, nbytes, True), self._view(src, nbytes, False)
-            if target is None or source is None:
-                return False
-            if len(self._pairs) >= _FOUND_MAX:
-                self._pairs = {}
-            pair = self._pairs[key] = (target[0], source[0], target[1] + source[1])
+        would: on a small transfer, most of the check's cost. What the pipe holds is thrown away only
+        when it is full (a write that does not fit is short, or refused whole): the pipe is emptied
+        and the write made once more, and only a second short write is a refusal. So threads share
+        the pipe without a lock: another thread's bytes can only make a write short, never vouch for
+        a page of this one."""
+        pair, parse = again
+        if parse is not self._table:
+            return False
         pipe = self._pipe if self._pipe_pid == _PID[0] else self._new_pipe()
         if pipe is None:
             return False
         probes = pair[2]
-        with self._lock:
+        count = len(probes)
+        for attempt in range(2):
             try:
-                whole = os.writev(pipe[1], probes) == len(probes)
+                if os.writev(pipe[1], probes) == count:
+                    pair[0][:] = pair[1]
+                    return True
+            except BlockingIOError:  # the pipe is full: nothing was written
+                pass
             except OSError:  # EFAULT: a page of either is gone before any byte of it was read
-                whole = False
-            self._pending += len(probes)
-            if not whole or self._pending >= _PIPE_BYTES // 2:
+                return False
+            if attempt == 0:
                 _drain(pipe[0])
-                self._pending = 0
-        if whole:
-            pair[0][:] = pair[1]
-        return whole
+        return False
 
     def _view(
         self, address: int, nbytes: int, writable: bool
@@ -196,7 +224,7 @@ class ProcessMemory:
                 if self._pipe is not None:  # inherited across fork: shared with the parent
                     for fd in self._pipe:
                         os.close(fd)
-                self._pipe, self._pipe_pid, self._pending = None, _PID[0], 0
+                self._pipe, self._pipe_pid = None, _PID[0]
                 try:  # non-blocking: a write that does not fit fails instead of waiting for a reader
                     self._pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
                 except (OSError, AttributeError):  # no pipe2 (not Linux): the full path serves
@@ -224,8 +252,8 @@ call, and only the first and last pages are read."""
 _FOUND_MAX = 4096
 """At most this many ranges' views are kept per parse (then they are found again)."""
 _PIPE_BYTES = 1 << 16
-"""A pipe's default capacity on Linux (16 pages): two ranges of ``_WHOLE`` fit in it at once. A pipe
-made smaller (past ``pipe-user-pages-soft``) makes the write short, and the full path serves."""
+"""A pipe's default capacity on Linux (16 pages), read in one go to empty it. A ``copy_pair`` writes
+one byte per page of two ranges of at most ``_WHOLE``, which always fits an emptied pipe."""
 _PID = [os.getpid()]
 """This process's id, kept current across ``fork`` without asking the kernel on every check."""
 

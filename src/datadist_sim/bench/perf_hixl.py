@@ -8,7 +8,7 @@ descriptor's non-zero addresses and both ranges found inside a registered region
 regions, as ours), the clock moved by size / bandwidth + round trip, the bytes copied between the two
 registered numpy buffers by memoryview slices, and one trace record of the call's arguments. It does
 not re-check with the kernel that raw memory is still mapped (ours does, one system call per small
-transfer: ``ProcessMemory.copy_small``), has no faults, no auto-connect and no timeouts.
+transfer: ``ProcessMemory.copy_pair``), has no faults, no auto-connect and no timeouts.
 """
 
 from __future__ import annotations

@@ -367,7 +367,7 @@ class Hixl:
         world.touch()
         code = codes.SUCCESS
         try:
-            door.hixl_transfer(world, engine, remote, op._value == _WRITE, plain, timeout / 1000)
+            door.hixl_transfer(world, engine, remote, op._value == _WRITE, tuple(plain), timeout / 1000)
         except SimError as exc:
             code = _CODES.get(exc.code, codes.FAILED)
         world.record_call(engine.name, "hixl.transfer_sync", _NAMES[code], engine.name, _shown, args, None)
