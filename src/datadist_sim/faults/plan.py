@@ -107,6 +107,9 @@ class FaultPlan:
         self._rng = random.Random(f"faults:{seed}")
         self._lock = threading.RLock()
         self._rules: Dict[Fault, _State] = {}
+        self.idle = True
+        """No rule is loaded: no call or transfer can meet a fault. A plain attribute, kept as
+        ``add`` and ``remove`` change the rules, since every transfer's fast path reads it."""
         self.fired_total = 0
 
     # -- managing rules -------------------------------------------------------------------------
@@ -122,6 +125,7 @@ class FaultPlan:
         for rule in rules:
             with self._lock:
                 self._rules[rule] = _State()
+                self.idle = False
             self._world.record(None, "fault.add", "ok", repr(rule), kind="event")
         self.tick()
         return rules[-1]
@@ -148,6 +152,7 @@ class FaultPlan:
         """Take a rule out; what it did to the world (a partition, a cap) is undone."""
         with self._lock:
             state = self._rules.pop(rule, None)
+            self.idle = not self._rules
         if state is None:
             raise ValueError(f"{rule!r} is not in this plan")
         self._heal(rule, state)
@@ -180,11 +185,6 @@ class FaultPlan:
     def rules(self) -> List[Fault]:
         with self._lock:
             return list(self._rules)
-
-    @property
-    def idle(self) -> bool:
-        """No rule is loaded: no call or transfer can meet a fault (the transfers' fast path)."""
-        return not self._rules
 
     def watches(self, op: str) -> bool:
         """Some rule watches calls of ``op`` (it may fire on one); no time-triggered rule is fired or
