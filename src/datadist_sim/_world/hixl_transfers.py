@@ -158,8 +158,10 @@ def transfer(
 ) -> None:
     """``transfer_sync``. One that would outlast its timeout moves nothing and answers ``TIMEOUT`` at
     the deadline (``hixl_cs_client.cc:964-970``)."""
+    if not other_threads() and _again(world, engine, remote, write, descs, timeout_s):
+        return  # alone, nothing else can touch the world meanwhile: no lock is needed
     with world.lock:
-        if _again(world, engine, remote, write, descs, timeout_s):
+        if other_threads() and _again(world, engine, remote, write, descs, timeout_s):
             return
         live(world, engine)
         if not descs or remote not in engine.peers:  # the empty list's code and auto-connect come first
@@ -224,7 +226,7 @@ def _remember(world: SimWorld, engine: HixlEngine, descs: Sequence[Desc], copy: 
     if seen is not None and seen.again is None:
         again = world.memory.small_pair(*copy)
         if again is not None:
-            engine.vetted[key] = seen._replace(again=again)
+            seen.again = again
 
 
 def _pass(world: SimWorld, duration: float) -> None:

@@ -172,20 +172,12 @@ class ProcessMemory:
         pipe = self._pipe if self._pipe_pid == _PID[0] else self._new_pipe()
         if pipe is None:
             return False
-        probes = pair[2]
-        count = len(probes)
-        for attempt in range(2):
-            try:
-                if os.writev(pipe[1], probes) == count:
-                    pair[0][:] = pair[1]
-                    return True
-            except BlockingIOError:  # the pipe is full: nothing was written
-                pass
-            except OSError:  # EFAULT: a page of either is gone before any byte of it was read
+        if not _vouched(pipe, pair[2]):
+            _drain(pipe[0])  # full, or a page is gone: empty it and ask once more
+            if not _vouched(pipe, pair[2]):
                 return False
-            if attempt == 0:
-                _drain(pipe[0])
-        return False
+        pair[0][:] = pair[1]
+        return True
 
     def _view(
         self, address: int, nbytes: int, writable: bool
@@ -256,6 +248,15 @@ _PIPE_BYTES = 1 << 16
 one byte per page of two ranges of at most ``_WHOLE``, which always fits an emptied pipe."""
 _PID = [os.getpid()]
 """This process's id, kept current across ``fork`` without asking the kernel on every check."""
+
+
+def _vouched(pipe: Tuple[int, int], probes: Tuple[memoryview, ...]) -> bool:
+    """Whether the kernel read every probe into the pipe: False when a page is gone (``EFAULT``, or a
+    short write at the first probe it cannot read) or the pipe is full (refused whole, or short)."""
+    try:
+        return os.writev(pipe[1], probes) == len(probes)
+    except OSError:  # EFAULT, or EAGAIN when the pipe is full
+        return False
 
 
 def _drain(fd: int) -> None:
