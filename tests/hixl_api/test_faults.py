@@ -340,3 +340,15 @@ def test_with_auto_connect_a_killed_peer_is_failed_then_not_connected_on_comm_an
     world.faults.add(Fault.kill(SERVER))
     assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == hixl.FAILED
     assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == then
+
+
+def test_a_code_injected_with_any_code_that_has_no_llm_twin_reaches_the_common_call_as_itself(
+    world: SimWorld, make: Make
+) -> None:
+    """``NOTIFY_FAILED`` has no ``LLMStatusCode`` twin: the plain positional ``transfer_sync`` (the
+    face's quick path) reports the rule's own code, as every other call does."""
+    _, client, remote, local = _pair(make)
+    assert client.connect(SERVER) == hixl.SUCCESS
+    world.faults.add(Fault.fail(hixl.NOTIFY_FAILED, op="hixl.transfer_sync", any_code=True))
+    assert client.transfer_sync(SERVER, hixl.READ, _read(local, remote)) == hixl.NOTIFY_FAILED
+    assert (local == 0xEE).all()

@@ -369,7 +369,7 @@ class Hixl:
         try:
             door.hixl_transfer(world, engine, remote, op._value == _WRITE, tuple(plain), timeout / 1000)
         except SimError as exc:
-            code = _CODES.get(exc.code, codes.FAILED)
+            code = _code(exc)
         world.record_call(engine.name, "hixl.transfer_sync", _NAMES[code], engine.name, _shown, args, None)
         return code
 
