@@ -17,10 +17,9 @@ page (``LLM_NO_FREE_BLOCK``) or with too little (``LLM_BLOCKS_OUT_OF_MEMORY``).
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.cluster import Mode, NodeSettings
@@ -39,7 +38,7 @@ from datadist_sim._world.keys import (
     engine_key,
     key_ident,
 )
-from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool
+from datadist_sim._world.memory import DEFAULT_PAGE_SHIFT, MemoryPool, parse_pool_config
 from datadist_sim._world.registration import RegistrationLedger
 
 if TYPE_CHECKING:
@@ -92,27 +91,6 @@ class CacheEntry:
         self.batch_bytes = self.tensor_size // self.batch_size if self.batch_size > 0 else 0
 
 
-def _json_unsigned(value: object) -> bool:
-    """nlohmann's ``is_number_unsigned``: a JSON integer >= 0 that fits 64 bits (no bool, float, string)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
-
-
-def _parse_pool_config(text: str) -> Tuple[int, int]:
-    """hixl ``ParseMemoryPoolConfig`` (``data_cache_engine.cc:35-60``): ``memory_size`` must be an
-    unsigned JSON integer, ``page_shift`` (optional) too; anything else is ``LLM_PARAM_INVALID``."""
-    try:
-        cfg = json.loads(text)
-        size = cfg["memory_size"]
-        shift = cfg.get("page_shift", DEFAULT_PAGE_SHIFT)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise SimError(_P, f"invalid memory pool config {text!r}: {exc}") from exc
-    if not _json_unsigned(size):
-        raise SimError(_P, f"memory_size is not an unsigned integer: config = {text}")
-    if not _json_unsigned(shift):
-        raise SimError(_P, f"page_shift is not an unsigned integer: config = {text}")
-    return int(size), int(shift)
-
-
 class NodeCaches:
     """Everything cache-related of one initialised instance. Guarded by its own lock."""
 
@@ -135,12 +113,12 @@ class NodeCaches:
         self.host_pool: Optional[MemoryPool] = None
         if mode is Mode.CACHE_MANAGER:
             if opts.get("llm.MemPoolConfig"):
-                size, shift = _parse_pool_config(opts["llm.MemPoolConfig"])
+                size, shift = parse_pool_config(opts["llm.MemPoolConfig"])
                 self.device_pool = space.create_pool(
                     size, oom_code=self.oom_code, page_shift=shift, name="device"
                 )
             if opts.get("llm.HostMemPoolConfig"):
-                size, shift = _parse_pool_config(opts["llm.HostMemPoolConfig"])
+                size, shift = parse_pool_config(opts["llm.HostMemPoolConfig"])
                 self.host_pool = space.create_pool(
                     size, oom_code=self.oom_code, page_shift=shift, name="host"
                 )
@@ -459,3 +437,15 @@ def legacy_seq_len_check(
             f"{nbytes} B from offsets {src_offset}/{dst_offset} exceed the per-request slice "
             f"(remote {src.batch_bytes} B, local {dst.batch_bytes} B)",
         )
+
+
+def spans(store: NodeCaches, transport: bool = False) -> Iterator[Tuple[int, int]]:
+    """``[start, end)`` of every range one instance owns: its pools and its registered tensors; with
+    ``transport``, only those registered with the transport (not a ``remote_accessible=False`` cache)."""
+    for pool in (store.device_pool, store.host_pool):
+        if pool is not None and pool.capacity > 0:
+            yield pool.base, pool.base + pool.capacity
+    for entry in list(store.caches.values()):
+        if entry.registered and (entry.remote_accessible or not transport):
+            for address in entry.addrs:
+                yield address, address + max(entry.tensor_size, 1)

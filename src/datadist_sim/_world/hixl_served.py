@@ -14,7 +14,7 @@ connect to it and read or write what it registered.
 
 The world models that with one rule: such an instance that listens (a port above 0) is served by a
 ``HixlEngine`` the world keeps for it, listening at its endpoint among the hixl engines, whose
-registrations are the instance's transport-registered memory (``ownership.spans``). Connecting to it,
+registrations are the instance's transport-registered memory (``caches.spans``). Connecting to it,
 transferring with it, and the faults both meet are then exactly those of any hixl engine
 (``hixl_engines``, ``hixl_transfers``, ``hixl_faults``); the instance's finalize or death ends it as
 an engine's ``finalize`` does (``tear_down``). Its kind is read as ``comm``, the factory's default;
@@ -27,24 +27,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, List
 
+from datadist_sim._world.caches import spans
 from datadist_sim._world.cluster import ClusterNode, Endpoint
-from datadist_sim._world.hixl_state import EngineSettings, HixlEngine, Region, tear_down
-from datadist_sim._world.ownership import spans
+from datadist_sim._world.hixl_state import EngineSettings, HixlEngine, HixlEngines, Region, tear_down
 
 if TYPE_CHECKING:
     from datadist_sim._world.caches import NodeCaches
-    from datadist_sim._world.world import SimWorld
 
 
-def serve(world: SimWorld, node: ClusterNode, store: NodeCaches, listening: List[Endpoint]) -> None:
+def serve(engines: HixlEngines, node: ClusterNode, store: NodeCaches, listening: List[Endpoint]) -> None:
     """Open the engine of a hixl-backend instance that listens (``listening``: its endpoints with a
     port above 0), with the instance's registered memory as its regions from now on."""
     if not node.hixl or not listening:
         return
     host, port = listening[0]
     engine = HixlEngine(f"{host}:{port}", listening[0], EngineSettings(), cluster_id=node.cluster_id)
-    world.hixl.listeners[listening[0]] = engine
-    world.hixl.served[node.cluster_id] = engine
+    engines.listeners[listening[0]] = engine
+    engines.served[node.cluster_id] = engine
 
     def follow() -> None:
         if engine.alive:
@@ -58,9 +57,9 @@ def serve(world: SimWorld, node: ClusterNode, store: NodeCaches, listening: List
     follow()
 
 
-def unserve(world: SimWorld, node: ClusterNode) -> None:
+def unserve(engines: HixlEngines, node: ClusterNode) -> None:
     """The instance finalized or died: its engine ends as a finalized one does (its clients' transfers
     are ``FAILED``, a new connect is refused)."""
-    engine = world.hixl.served.pop(node.cluster_id, None)
+    engine = engines.served.pop(node.cluster_id, None)
     if engine is not None:
-        tear_down(world.hixl, engine)
+        tear_down(engines, engine)

@@ -19,10 +19,11 @@ allocation and free, so there is one way to allocate and backing can never drift
 
 from __future__ import annotations
 
+import json
 import threading
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence
+from typing import Optional, Protocol, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.errors import SimError
@@ -323,3 +324,30 @@ def _check_config(memory_size: int, page_shift: int) -> None:
             f"Check page_size <= memory_size failed, page_shift = {page_shift}, "
             f"page_size = {1 << page_shift}, memory_size = {memory_size}",
         )
+
+
+def _json_unsigned(value: object) -> bool:
+    """nlohmann's ``is_number_unsigned``: a JSON integer >= 0 that fits 64 bits (no bool, float, string)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+
+
+def parse_pool_config(text: str) -> Tuple[int, int]:
+    """hixl ``ParseMemoryPoolConfig`` (``data_cache_engine.cc:35-60``): ``memory_size`` must be an
+    unsigned JSON integer, ``page_shift`` (optional) too; anything else is ``LLM_PARAM_INVALID``."""
+    try:
+        cfg = json.loads(text)
+        size = cfg["memory_size"]
+        shift = cfg.get("page_shift", DEFAULT_PAGE_SHIFT)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID, f"invalid memory pool config {text!r}: {exc}"
+        ) from exc
+    if not _json_unsigned(size):
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID, f"memory_size is not an unsigned integer: config = {text}"
+        )
+    if not _json_unsigned(shift):
+        raise SimError(
+            LLMStatusCode.LLM_PARAM_INVALID, f"page_shift is not an unsigned integer: config = {text}"
+        )
+    return int(size), int(shift)

@@ -26,29 +26,17 @@ addresses are checked at registration there.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.address_space import is_simulated
+from datadist_sim._world.caches import spans
 from datadist_sim._world.errors import SimError
 
 if TYPE_CHECKING:
-    from datadist_sim._world.caches import NodeCaches
     from datadist_sim._world.world import SimWorld
 
 _P = LLMStatusCode.LLM_PARAM_INVALID
-
-
-def spans(store: NodeCaches, transport: bool = False) -> Iterator[Tuple[int, int]]:
-    """``[start, end)`` of every range one instance owns: its pools and its registered tensors; with
-    ``transport``, only those registered with the transport (not a ``remote_accessible=False`` cache)."""
-    for pool in (store.device_pool, store.host_pool):
-        if pool is not None and pool.capacity > 0:
-            yield pool.base, pool.base + pool.capacity
-    for entry in list(store.caches.values()):
-        if entry.registered and (entry.remote_accessible or not transport):
-            for address in entry.addrs:
-                yield address, address + max(entry.tensor_size, 1)
 
 
 def owners(world: SimWorld, address: int, nbytes: int) -> List[int]:

@@ -103,7 +103,7 @@ class SimWorld:
             self._open_listeners(node, listen)
             self.caches[cluster_id] = store
             self._nodes[cluster_id] = node
-            hixl_served.serve(self, node, store, _listening(node, listen))
+            hixl_served.serve(self.hixl, node, store, _listening(node, listen))
             self.killed.discard(cluster_id)
             # The detail says the engine mode (``faults.engine_codes.trace_modes`` reads it back).
             backend = " hixl" if node.hixl else ""
@@ -116,7 +116,7 @@ class SimWorld:
         with self.lock:
             self.comms.forget(node)
             self.close_listeners(node)
-            hixl_served.unserve(self, node)
+            hixl_served.unserve(self.hixl, node)
             node.peers.clear()
             node.alive = False
             store = self.caches.pop(node.cluster_id, None)
