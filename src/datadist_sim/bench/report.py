@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from datadist_sim.bench.retry_bench import Cell, Results
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _STYLES = ("-", "--", "-.", ":", "-", "--", "-.", ":")
 """Line styles by policy, so policies that coincide stay visible on top of each other."""
 PLOT_HINT = "matplotlib is not installed: no PNG plots (pip install 'datadist-sim[plot]')"
@@ -189,10 +190,19 @@ def _timelines(plt: Any, cells: Sequence[Cell], path: Path) -> Path:
 
 
 def _clients(plt: Any, rows: Sequence[Dict[str, Any]], path: Path) -> Path:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for i, policy in enumerate(dict.fromkeys(r["policy"] for r in rows)):
+    """Two panels against the number of Decode clients. Policies that behave alike draw the same line,
+    so each has its own marker, drawn smaller than the one before: a policy hidden under another still
+    shows as a mark inside its mark. The legend runs under the panels, in as few rows as fit."""
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
+    for i, policy in enumerate(policies):
         mine = [r for r in rows if r["policy"] == policy]
-        style = {"marker": "o", "linestyle": _STYLES[i % len(_STYLES)], "label": policy}
+        style = {
+            "marker": _MARKERS[i % len(_MARKERS)],
+            "markersize": max(11 - 1.2 * i, 3),
+            "linestyle": _STYLES[i % len(_STYLES)],
+            "label": policy,
+        }
         left.plot([r["clients"] for r in mine], [r["attempts_per_request"] for r in mine], **style)
         right.plot([r["clients"] for r in mine], [r["busy_s_per_success"] for r in mine], **style)
     left.set(xlabel="Decode clients", ylabel="attempts per request", title="Amplification (flaky_link)")
@@ -201,8 +211,16 @@ def _clients(plt: Any, rows: Sequence[Dict[str, Any]], path: Path) -> Path:
         ax.set_ylim(bottom=0.0)
         ax.grid(alpha=0.3, lw=0.5)
     handles, labels = left.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center right", fontsize=8, title="policy", title_fontsize=8)
-    fig.tight_layout(rect=(0, 0, 0.85, 1))
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=min(len(labels), 7),
+        fontsize=8,
+        frameon=False,
+        title="policy",
+    )
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
