@@ -11,6 +11,9 @@ from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
 from tests.fabric.test_hixl_backend import hixl_pair, to_prompt
 
 from datadist_sim import Fault, SimWorld
+from datadist_sim._world.trace import TraceEvent
+from datadist_sim.explore.schedule import Baseline, systematic
+from datadist_sim.explore.schedule import codes_for as schedule_codes
 from datadist_sim.faults import engine_codes
 from datadist_sim.llm_datadist.status import LLMStatusCode as S
 
@@ -174,3 +177,36 @@ def test_each_force_row_gives_only_codes_of_the_plain_row() -> None:
     assert engine_codes.timeout_code("unlink_clusters", "v1", force=True) is S.LLM_WAIT_PROCESS_TIMEOUT
     # an operation with no force form answers with its plain row
     assert engine_codes.row("pull_cache", "v2", force=True) == engine_codes.row("pull_cache", "v2")
+
+
+def test_explore_draws_at_a_force_unlink_only_what_the_force_form_can_give() -> None:
+    # link_msg_handler.cc:426-439: a v2 force unlink contacts no peer, so it has no timeout to run out and
+    # never gives LLM_TIMEOUT; explore reads force from the traced arguments, by name or by position.
+    events = [
+        TraceEvent(0.0, D_ID, "node.init", "ok", detail="decoder v2"),
+        TraceEvent(
+            0.1, D_ID, "unlink_clusters", "LLM_SUCCESS", args="[LLMClusterInfo(remote=1)], 1000", kind="call"
+        ),
+        TraceEvent(
+            0.2,
+            D_ID,
+            "unlink_clusters",
+            "LLM_SUCCESS",
+            args="[LLMClusterInfo(remote=1)], force=True",
+            kind="call",
+        ),
+        TraceEvent(
+            0.3,
+            D_ID,
+            "unlink_clusters",
+            "LLM_SUCCESS",
+            args="[LLMClusterInfo(remote=1)], 1000, True",
+            kind="call",
+        ),
+    ]
+    base = Baseline.from_trace(events, 0.3)
+    assert [site.force for site in base.calls] == [False, True, True]
+    timeouts = [s[0]["nth"] for s in systematic(base, ("timeout",)) if len(s) == 1]
+    assert timeouts == [1]
+    assert "LLM_TIMEOUT" in schedule_codes("unlink_clusters", engine_codes.EngineMode.V2)
+    assert "LLM_TIMEOUT" not in schedule_codes("unlink_clusters", engine_codes.EngineMode.V2, force=True)

@@ -223,20 +223,26 @@ def timeout_code(op: str, mode: Union[EngineMode, str], force: bool = False) -> 
     return found.timeout if found is not None else None
 
 
-def fault_labels(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> Tuple[str, ...]:
-    """The codes a correct client of ``modes_`` (of any mode when None) can meet from ``op``, by name
-    (``label``), each once, in table order: the first is the one a systematic fault pass injects. What
-    explore and the hypothesis strategies draw a ``fail`` rule's code from."""
+def fault_labels(
+    op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None, force: bool = False
+) -> Tuple[str, ...]:
+    """The codes a correct client of ``modes_`` (of any mode when None) can meet from ``op`` (with
+    ``force``: its ``force=True`` form), by name (``label``), each once, in table order: the first is the
+    one a systematic fault pass injects. What explore and the hypothesis strategies draw a ``fail``
+    rule's code from."""
     out: Dict[str, None] = {}
     for mode in modes_ if modes_ is not None else EngineMode:
-        out.update(dict.fromkeys(label(code) for code in fault_codes(op, mode)))
+        out.update(dict.fromkeys(label(code) for code in fault_codes(op, mode, force)))
     return tuple(out)
 
 
-def can_time_out(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> bool:
-    """Whether ``op`` has a timeout to run out in some mode of ``modes_`` (of any mode when None): where
-    explore and the strategies may draw a ``timeout`` rule."""
-    return any(timeout_code(op, mode) is not None for mode in (modes_ if modes_ is not None else EngineMode))
+def can_time_out(
+    op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None, force: bool = False
+) -> bool:
+    """Whether ``op`` (with ``force``: its ``force=True`` form) has a timeout to run out in some mode of
+    ``modes_`` (of any mode when None): where explore and the strategies may draw a ``timeout`` rule."""
+    modes_ = modes_ if modes_ is not None else EngineMode
+    return any(timeout_code(op, mode, force) is not None for mode in modes_)
 
 
 def modes_giving(op: str, code: Code) -> Tuple[EngineMode, ...]:
