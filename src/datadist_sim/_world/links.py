@@ -124,15 +124,21 @@ def _v1_disconnect(
 
     The fault rules of the call act once the link is found, before either end goes: a ``fail`` is this
     cluster's code and a teardown a ``delay`` or ``timeout`` pushes past the timeout is
-    ``LLM_WAIT_PROCESS_TIMEOUT`` (GE ``link_manager.cc:327``), both with the link left as it was; a
-    ``force`` unlink tells nobody, so it has no wait to run out (its ``timeout`` rules do not match)."""
+    ``LLM_WAIT_PROCESS_TIMEOUT`` (GE ``link_manager.cc:327``: the host's own wait for the flow, which a
+    ``force`` unlink has too), both with the link left as it was; but a ``force`` unlink's
+    ``LLM_UNLINK_FAILED`` is its connection failing to close after the entry is deleted (GE udf
+    ``link_req_handler.cpp:511-512, 518-523``), so this end goes. The codes a ``force`` unlink cannot
+    give (``LLM_NOTIFY_PROMPT_UNLINK_FAILED``: it tells nobody) are refused (``FORCE_SPECS``)."""
     rtt = world.config.message_rtt_s
     if req.remote_cluster_id not in node.peers:
         return S.LLM_NOT_YET_LINK, rtt
     failed, took = link_outcome(
-        _faults(world, node, "unlink_clusters", req.remote_cluster_id, not force), rtt
+        _faults(world, node, "unlink_clusters", req.remote_cluster_id, force=force), rtt
     )
     if failed is not None:
+        if force and failed is S.LLM_UNLINK_FAILED:
+            with world.lock:
+                node.peers.pop(req.remote_cluster_id, None)
         return failed, rtt
     if took > timeout_s:
         return S.LLM_WAIT_PROCESS_TIMEOUT, timeout_s
@@ -199,7 +205,9 @@ def _v2_disconnect(
     out (``link_msg_handler.cc:426-431``: it comes before the entity is destroyed, :444;
     ``msg_handler_plugin.cc:71-72``). A ``force`` unlink and a hixl-backend one contact no peer
     (``link_msg_handler.cc:426``; ``hixl_transfer_engine.cc:186-191``), so their ``timeout`` rules do
-    not match.
+    not match, and a ``force`` unlink's codes are its own row's (``FORCE_SPECS``): its
+    ``LLM_UNLINK_FAILED`` is the entity's teardown failing (``comm_entity.cc:282-303``), after which the
+    entity is gone anyway (``comm_entity_manager.cc:48-56``), so this end goes.
     """
     rtt = world.config.message_rtt_s
     if req.remote_cluster_id in node.peers:
@@ -210,8 +218,13 @@ def _v2_disconnect(
     timed = not (force or node.hixl)
     if timed and len(req.remote) != 1:
         return S.LLM_PARAM_INVALID, 0.0
-    failed, extra = link_outcome(_faults(world, node, "unlink_clusters", req.remote_cluster_id, timed), 0.0)
+    failed, extra = link_outcome(
+        _faults(world, node, "unlink_clusters", req.remote_cluster_id, timed, force), 0.0
+    )
     if failed is not None:
+        if force and failed is S.LLM_UNLINK_FAILED and not node.hixl:
+            with world.lock:
+                node.peers.pop(req.remote_cluster_id, None)
         return failed, rtt
     if node.hixl:
         with world.lock:
@@ -322,14 +335,17 @@ def _unreachable(node: ClusterNode, world: SimWorld, timeout_s: float, refused: 
 _UNTIMED = ("fail", "delay")
 
 
-def _faults(world: SimWorld, node: ClusterNode, op: str, remote_id: int, timed: bool = True) -> Effect:
+def _faults(
+    world: SimWorld, node: ClusterNode, op: str, remote_id: int, timed: bool = True, force: bool = False
+) -> Effect:
     """What the fault rules that fire on one remote cluster's entry of a link call do to it
     (``faults.effects``); a teardown that contacts no peer has no wait to run out, so ``timed=False``
-    matches no ``timeout`` rule."""
+    matches no ``timeout`` rule; ``force``: the call is a ``force=True`` unlink, whose codes the plan
+    checks rules against (``Call.force``)."""
     op = current_op(op)
     if world.faults.idle or not world.faults.watches(op):
         return NONE
-    call = Call(op, node.cluster_id, remote_id)
+    call = Call(op, node.cluster_id, remote_id, force=force)
     fired = world.faults.on_call(call) if timed else world.faults.on_call(call, _UNTIMED)
     return link_effect(fired)
 

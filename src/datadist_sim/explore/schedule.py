@@ -32,6 +32,8 @@ Schedule = List[Spec]
 CALL_KINDS = CALL_ACTIONS
 WORLD_KINDS = WORLD_ACTIONS
 _REQ = re.compile(r"req_id=(\d+)")
+_FORCED = re.compile(r"\bforce=True\b|, True$")
+"""A traced call's arguments that pass ``force=True`` (by name, or as the last positional argument)."""
 Where = Union[int, str]
 """A cluster id, or the name of a ``hixl`` engine (what a rule's ``cluster`` names)."""
 
@@ -41,15 +43,19 @@ def _order(where: Where) -> Tuple[bool, int, str]:
     return (isinstance(where, str), where if isinstance(where, int) else 0, str(where))
 
 
-def codes_for(op: str, mode: Optional[engine_codes.EngineMode] = None) -> Tuple[str, ...]:
-    """The codes a correct client can meet from ``op`` in ``mode`` (in any mode when None), from the
-    engine's table (``faults.engine_codes``); the first is the one the systematic pass injects."""
-    return engine_codes.fault_labels(op, None if mode is None else (mode,))
+def codes_for(
+    op: str, mode: Optional[engine_codes.EngineMode] = None, force: bool = False
+) -> Tuple[str, ...]:
+    """The codes a correct client can meet from ``op`` in ``mode`` (in any mode when None; with
+    ``force``, from its ``force=True`` form), from the engine's table (``faults.engine_codes``); the first
+    is the one the systematic pass injects."""
+    return engine_codes.fault_labels(op, None if mode is None else (mode,), force)
 
 
-def can_time_out(op: str, mode: Optional[engine_codes.EngineMode] = None) -> bool:
-    """Whether ``op`` has a timeout to run out in ``mode`` (in some mode when None)."""
-    return engine_codes.can_time_out(op, None if mode is None else (mode,))
+def can_time_out(op: str, mode: Optional[engine_codes.EngineMode] = None, force: bool = False) -> bool:
+    """Whether ``op`` (with ``force``, its ``force=True`` form) has a timeout to run out in ``mode`` (in
+    some mode when None)."""
+    return engine_codes.can_time_out(op, None if mode is None else (mode,), force)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,9 @@ class CallSite:
     req_id: Optional[int] = None
     time: float = field(default=0.0, compare=False)
     """Simulated time the call returned at in the baseline."""
+    force: bool = field(default=False, compare=False)
+    """The call was the ``force=True`` form of an operation that has one (``engine_codes.FORCE_OPS``),
+    whose codes may be fewer: its rules draw from that form's row."""
 
 
 @dataclass
@@ -93,7 +102,8 @@ class Baseline:
             counts[key] = counts.get(key, 0) + 1
             found = _REQ.search(event.args) if event.op in TRANSFER_OPS else None
             req = int(found.group(1)) if found else None
-            calls.append(CallSite(event.op, event.cluster_id, counts[key], req, event.time))
+            force = event.op in engine_codes.FORCE_OPS and _FORCED.search(event.args) is not None
+            calls.append(CallSite(event.op, event.cluster_id, counts[key], req, event.time, force))
         return cls(
             calls, sorted(clusters, key=_order), sim_time, engine_codes.trace_modes(events), min_transfer_s
         )
@@ -137,13 +147,13 @@ def at_call(kind: str, site: CallSite, baseline: Baseline) -> Iterator[Spec]:
         where["cluster"] = site.cluster
     mode = baseline.mode_of(site.cluster)
     if kind == "fail":
-        codes = codes_for(site.op, mode)
+        codes = codes_for(site.op, mode, site.force)
         if codes:
             yield {"action": "fail", "code": codes[0], **where}
     elif kind == "delay":
         yield {"action": "delay", "seconds": 5.0, **where}
     elif kind == "timeout":
-        if can_time_out(site.op, mode):
+        if can_time_out(site.op, mode, site.force):
             yield {"action": "timeout", "landed": False, **where}
     elif kind in CALL_KINDS:  # cut_link, poison: inside transfers only
         if applies_to(kind, site.op):
@@ -277,7 +287,7 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
     if site.cluster is not None and rng.random() < 0.7:
         spec["cluster"] = site.cluster
     if kind == "fail":
-        codes = codes_for(site.op, baseline.mode_of(site.cluster))
+        codes = codes_for(site.op, baseline.mode_of(site.cluster), site.force)
         if not codes:  # the operation gives no code a fault could: slow it instead
             return _rule(rng, baseline, "delay")
         spec["code"] = rng.choice(codes)
@@ -298,9 +308,9 @@ def _rule(rng: random.Random, baseline: Baseline, kind: str) -> Spec:
 def _usable(kind: str, site: CallSite, baseline: Baseline) -> bool:
     """Whether a rule of ``kind`` at ``site`` can act as the engine would (``faults.engine_codes``)."""
     if kind == "fail":
-        return bool(codes_for(site.op, baseline.mode_of(site.cluster)))
+        return bool(codes_for(site.op, baseline.mode_of(site.cluster), site.force))
     if kind == "timeout":
-        return can_time_out(site.op, baseline.mode_of(site.cluster))
+        return can_time_out(site.op, baseline.mode_of(site.cluster), site.force)
     return applies_to(kind, site.op)
 
 

@@ -386,3 +386,44 @@ SPECS: Dict[str, Dict[str, Spec]] = {
     "get_results": {"v2": _V2_TASK, "kv": _KV_TASK},
 }
 """Per operation: ``v2`` (also ``hixl`` unless it has its own), ``kv`` (``v2-kv`` and ``v1``)."""
+
+
+FORCE_SPECS: Dict[str, Dict[str, Spec]] = {
+    "unlink_clusters": {
+        "v2": _r(
+            (_C.LLM_UNLINK_FAILED, FAILED, PARAM),
+            source="link_msg_handler.cc:417-418, 426-439 (force skips the endpoint check, the connect and "
+            "the message), :444 -> :350-351 DestroyEntity; comm_entity_manager.cc:33-62 (the entity's "
+            "Finalize error is returned, the entity goes anyway :48-56); comm_entity.cc:282-303 (stream "
+            "abort or destroy fails: LLM_UNLINK_FAILED); llm_link_manager.cc:81-82",
+        ),
+        "hixl": _r(
+            (FAILED, PARAM),
+            source="hixl_transfer_engine.cc:193-195 (force is ignored), :186-191; comm_entity_manager.cc:48 "
+            "calls Finalize() with force false (comm_entity.h:143), so hixl_entity.cc:76-82 disconnects as "
+            "for a plain unlink",
+        ),
+        "kv": _r(
+            (
+                _C.LLM_UNLINK_FAILED,
+                _C.LLM_NOT_YET_LINK,
+                _C.LLM_WAIT_PROCESS_TIMEOUT,
+                _C.LLM_LINK_BUSY,
+                _C.LLM_PROCESSING_LINK,
+                _C.LLM_CLUSTER_NUM_EXCEED_LIMIT,
+                FAILED,
+                PARAM,
+            ),
+            args_only=(PARAM, _C.LLM_CLUSTER_NUM_EXCEED_LIMIT),
+            timeout=_C.LLM_WAIT_PROCESS_TIMEOUT,
+            source="GE udf link_req_handler.cpp:456-471 (force skips NotifyPromptUnlink, the only source of "
+            "LLM_NOTIFY_PROMPT_UNLINK_FAILED :413-454, 540-546), :501-526 (closing the conn fails "
+            "kFsmUnlinkFailed), :72-87 (kFsmLinkBusy), :211-215 (kFsmNotLink); GE link_manager.cc:303-342 "
+            "runs whatever force is (:306-309 LLM_PROCESSING_LINK, :327 and :235-238 the host's feed and "
+            "fetch past the timeout LLM_WAIT_PROC_TIMEOUT, :336-339 LLM_UNLINK_FAILED)",
+        ),
+    },
+}
+"""The rows of the ``force=True`` form of an operation, where it gives fewer codes than the plain form:
+per mode as ``SPECS`` (``hixl`` falls back to ``v2``). Each row's codes are a subset of the plain row's,
+so a rule drawn from the plain row may fire on either form."""

@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Dict, FrozenSet, Iterable, Optional, Protocol, Tuple, Union
 
 from datadist_sim._status_hixl import Code, HixlCode, label
-from datadist_sim.faults.code_rows import SPECS
+from datadist_sim.faults.code_rows import FORCE_SPECS, SPECS, Spec
 from datadist_sim.faults.hixl_code_rows import HIXL_SPECS
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "check_code",
     "codes_for",
     "describe",
+    "FORCE_OPS",
     "fault_codes",
     "mode_of",
     "modes",
@@ -104,14 +105,19 @@ class CodeRow:
 _ELSEWHERE = ((), (), None, "no such operation in this mode's API", "")
 
 
-def _build() -> Dict[Tuple[str, EngineMode], CodeRow]:
+def _rows(specs: Dict[str, Dict[str, Spec]]) -> Dict[Tuple[str, EngineMode], CodeRow]:
     table: Dict[Tuple[str, EngineMode], CodeRow] = {}
-    for op, specs in SPECS.items():
+    for op, per_mode in specs.items():
         for mode in EngineMode:
             key = "kv" if mode in (EngineMode.V2_KV, EngineMode.V1) else mode.value
-            spec = _ELSEWHERE if mode is EngineMode.HIXL_ENGINE else specs.get(key) or specs["v2"]
+            spec = _ELSEWHERE if mode is EngineMode.HIXL_ENGINE else per_mode.get(key) or per_mode["v2"]
             codes, args_only, timeout, source, silent = spec
             table[op, mode] = CodeRow(op, mode, codes, frozenset(args_only), timeout, source, silent)
+    return table
+
+
+def _build() -> Dict[Tuple[str, EngineMode], CodeRow]:
+    table = _rows(SPECS)
     for op, spec in HIXL_SPECS.items():
         for mode in EngineMode:
             codes, args_only, timeout, source, silent = spec if mode is EngineMode.HIXL_ENGINE else _ELSEWHERE
@@ -120,8 +126,19 @@ def _build() -> Dict[Tuple[str, EngineMode], CodeRow]:
 
 
 _TABLE = _build()
+_FORCE_TABLE = _rows(FORCE_SPECS)
+"""The rows of an operation's ``force=True`` form (``unlink_clusters``), asked instead of ``_TABLE`` when
+the call is forced; an operation without such rows gives the same codes either way."""
 OPS: FrozenSet[str] = frozenset(SPECS) | frozenset(HIXL_SPECS)
 """Every operation the table has rows for (the face's traced operations, ``faults.checks.API_OPS``)."""
+FORCE_OPS: FrozenSet[str] = frozenset(FORCE_SPECS)
+"""The operations whose ``force=True`` form has rows of its own (``row(..., force=True)``)."""
+
+
+def _get(op: str, mode: Union[EngineMode, str], force: bool) -> Optional[CodeRow]:
+    m = to_mode(mode)
+    found = _FORCE_TABLE.get((op, m)) if force else None
+    return found if found is not None else _TABLE.get((op, m))
 
 
 # -- the API --------------------------------------------------------------------------------------
@@ -178,43 +195,54 @@ def trace_modes(events: Iterable[_Event]) -> Dict[Union[int, str], EngineMode]:
     return found
 
 
-def row(op: str, mode: Union[EngineMode, str]) -> CodeRow:
-    """The row of ``op`` in ``mode``; KeyError for an operation the table does not know."""
-    return _TABLE[op, to_mode(mode)]
+def row(op: str, mode: Union[EngineMode, str], force: bool = False) -> CodeRow:
+    """The row of ``op`` in ``mode`` (of its ``force=True`` form with ``force``, where it has one);
+    KeyError for an operation the table does not know."""
+    found = _get(op, mode, force)
+    if found is None:
+        raise KeyError((op, to_mode(mode)))
+    return found
 
 
-def codes_for(op: str, mode: Union[EngineMode, str]) -> FrozenSet[Code]:
-    """Every code the real library can give ``op`` in ``mode`` (empty for an unknown operation)."""
-    found = _TABLE.get((op, to_mode(mode)))
+def codes_for(op: str, mode: Union[EngineMode, str], force: bool = False) -> FrozenSet[Code]:
+    """Every code the real library can give ``op`` in ``mode`` (with ``force``: its ``force=True``
+    form), empty for an unknown operation."""
+    found = _get(op, mode, force)
     return frozenset(found.codes) if found is not None else frozenset()
 
 
-def fault_codes(op: str, mode: Union[EngineMode, str]) -> Tuple[Code, ...]:
+def fault_codes(op: str, mode: Union[EngineMode, str], force: bool = False) -> Tuple[Code, ...]:
     """The codes a correct client can meet from ``op`` in ``mode``, the systematic pass's first."""
-    found = _TABLE.get((op, to_mode(mode)))
+    found = _get(op, mode, force)
     return found.fault_codes if found is not None else ()
 
 
-def timeout_code(op: str, mode: Union[EngineMode, str]) -> Optional[Code]:
+def timeout_code(op: str, mode: Union[EngineMode, str], force: bool = False) -> Optional[Code]:
     """The code ``op`` gives when it times out in ``mode``, or None when it cannot time out there."""
-    found = _TABLE.get((op, to_mode(mode)))
+    found = _get(op, mode, force)
     return found.timeout if found is not None else None
 
 
-def fault_labels(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> Tuple[str, ...]:
-    """The codes a correct client of ``modes_`` (of any mode when None) can meet from ``op``, by name
-    (``label``), each once, in table order: the first is the one a systematic fault pass injects. What
-    explore and the hypothesis strategies draw a ``fail`` rule's code from."""
+def fault_labels(
+    op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None, force: bool = False
+) -> Tuple[str, ...]:
+    """The codes a correct client of ``modes_`` (of any mode when None) can meet from ``op`` (with
+    ``force``: its ``force=True`` form), by name (``label``), each once, in table order: the first is the
+    one a systematic fault pass injects. What explore and the hypothesis strategies draw a ``fail``
+    rule's code from."""
     out: Dict[str, None] = {}
     for mode in modes_ if modes_ is not None else EngineMode:
-        out.update(dict.fromkeys(label(code) for code in fault_codes(op, mode)))
+        out.update(dict.fromkeys(label(code) for code in fault_codes(op, mode, force)))
     return tuple(out)
 
 
-def can_time_out(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> bool:
-    """Whether ``op`` has a timeout to run out in some mode of ``modes_`` (of any mode when None): where
-    explore and the strategies may draw a ``timeout`` rule."""
-    return any(timeout_code(op, mode) is not None for mode in (modes_ if modes_ is not None else EngineMode))
+def can_time_out(
+    op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None, force: bool = False
+) -> bool:
+    """Whether ``op`` (with ``force``: its ``force=True`` form) has a timeout to run out in some mode of
+    ``modes_`` (of any mode when None): where explore and the strategies may draw a ``timeout`` rule."""
+    modes_ = modes_ if modes_ is not None else EngineMode
+    return any(timeout_code(op, mode, force) is not None for mode in modes_)
 
 
 def modes_giving(op: str, code: Code) -> Tuple[EngineMode, ...]:
@@ -222,18 +250,18 @@ def modes_giving(op: str, code: Code) -> Tuple[EngineMode, ...]:
     return tuple(mode for mode in EngineMode if code in codes_for(op, mode))
 
 
-def _listing(op: str, mode: EngineMode) -> str:
-    found = _TABLE.get((op, mode))
+def _listing(op: str, mode: EngineMode, force: bool = False) -> str:
+    found = _get(op, mode, force)
     return ", ".join(label(code) for code in found.codes) if found is not None and found.codes else "no code"
 
 
-def describe(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None) -> str:
-    """The codes ``op`` can give, per mode, modes with the same codes together:
-    ``LLM_OUT_OF_MEMORY, ... (v2, hixl); LLM_DEVICE_OUT_OF_MEMORY, ... (v2-kv, v1)``."""
+def describe(op: str, modes_: Optional[Iterable[Union[EngineMode, str]]] = None, force: bool = False) -> str:
+    """The codes ``op`` (with ``force``: its ``force=True`` form) can give, per mode, modes with the
+    same codes together: ``LLM_OUT_OF_MEMORY, ... (v2, hixl); LLM_DEVICE_OUT_OF_MEMORY, ... (v2-kv, v1)``."""
     groups: Dict[str, list[str]] = {}
     for mode in modes_ if modes_ is not None else EngineMode:
         m = to_mode(mode)
-        groups.setdefault(_listing(op, m), []).append(m.value)
+        groups.setdefault(_listing(op, m, force), []).append(m.value)
     return "; ".join(f"{codes} ({', '.join(names)})" for codes, names in groups.items())
 
 

@@ -97,6 +97,9 @@ class Call:
     cluster: Optional[ClusterRef]
     remote: Optional[ClusterRef] = None
     req_id: Optional[int] = None
+    force: bool = False
+    """The call is the ``force=True`` form of its operation, whose codes may be fewer
+    (``engine_codes.FORCE_OPS``): a coded rule is checked against that form's row."""
 
 
 class FaultPlan:
@@ -232,7 +235,7 @@ class FaultPlan:
                 if wanted and rule.action in CODED_ACTIONS and not rule.any_code:
                     # The caller's mode is known only now: a code it cannot give is not injected.
                     mode = self._world.engine_mode(call.cluster)
-                    reason = None if mode is None else refusal(rule, call.op, mode)
+                    reason = None if mode is None else refusal(rule, call.op, mode, call.force)
                     if reason is not None:
                         if reason not in state.refused:
                             state.refused[reason] = None

@@ -213,20 +213,23 @@ def _code_of(rule: Fault, mode: Optional[EngineMode] = None) -> Code:
     return rule.code
 
 
-def refusal(rule: Fault, op: str, mode: EngineMode) -> Optional[str]:
+def refusal(rule: Fault, op: str, mode: EngineMode, force: bool = False) -> Optional[str]:
     """Why the real engine could not give ``op`` the outcome ``rule`` injects when the caller runs in
     ``mode`` (a sentence naming the codes it can give), or None when it could (or the rule gives no
-    code of its own, or says ``any_code``)."""
+    code of its own, or says ``any_code``). With ``force`` the call is the operation's ``force=True``
+    form, which may give fewer codes (``engine_codes.FORCE_OPS``); the sentence then says so."""
     if rule.any_code or rule.action not in CODED_ACTIONS:
         return None
     if not applies_to(rule.action, op):
         return None  # e.g. a poison rule on a plain call: it never fires there
     if rule.action == "timeout":
-        if engine_codes.timeout_code(op, mode) is not None:
+        if engine_codes.timeout_code(op, mode, force) is not None:
             return None
-    elif _code_of(rule, mode) in engine_codes.codes_for(op, mode):
+    elif _code_of(rule, mode) in engine_codes.codes_for(op, mode, force):
         return None
-    return f"{op} cannot {_outcome(rule)} in {mode.value} mode; it gives {engine_codes.describe(op, [mode])}"
+    call = f"{op} with force=True" if force and op in engine_codes.FORCE_OPS else op
+    gives = engine_codes.describe(op, [mode], force)
+    return f"{call} cannot {_outcome(rule)} in {mode.value} mode; it gives {gives}"
 
 
 def _ops(op: Ops) -> Optional[Tuple[str, ...]]:
