@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -112,8 +111,10 @@ def hixl_fabric_figures(repeat: int, inner: int, options: str = "") -> HixlFigur
                 )
             )
         owner, reader = procs
-        assert owner.stdout is not None and owner.stdin is not None
-        assert reader.stdout is not None and reader.stdin is not None
+        assert owner.stdout is not None
+        assert owner.stdin is not None
+        assert reader.stdout is not None
+        assert reader.stdin is not None
         reader.stdin.write(owner.stdout.readline().split()[1] + "\n")
         reader.stdin.flush()
         fields = reader.stdout.readline().split()
