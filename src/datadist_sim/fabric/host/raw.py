@@ -6,12 +6,20 @@ for a write to another process are written from that same file (two copies, none
 from one process's raw memory to another's is, where the kernel allows it, one copy: the destination's
 owner reads the source's memory itself (``xmem``). An owner that has died, or does not answer within
 ``timeout_s``, times the transfer out with the mode's code.
+
+A small ``hixl`` READ into the calling process's own memory costs no request to either process
+(``delivering``): the fabric reads the source's registered memory itself where the kernel allows it
+(``transport/peer_memory.py``), and the bytes the world writes into the caller's memory travel back in
+the reply to its call, which the caller then writes, all or nothing. Every decision (ranges, faults,
+time, trace) is still the world's, made before any byte moves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -21,6 +29,7 @@ from datadist_sim.fabric.host.session import Session, calling_session
 from datadist_sim.fabric.host.shm import Range, Scratch, Take
 from datadist_sim.fabric.transport.channel import ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.transport.memfile import Bytes
+from datadist_sim.fabric.transport.peer_memory import Mark, read_ranges
 
 INLINE_BYTES = 256 << 10
 """Raw-memory reads and writes up to this size travel in the message; larger ones through shared memory."""
@@ -34,6 +43,60 @@ SessionOf = Callable[[object], Optional[Session]]
 """The process that runs a cluster, or owns a hixl engine (None if no live process does)."""
 Holders = Callable[[int, int], List[Session]]
 """The processes whose live registered memory holds a range."""
+
+
+class Delivery:
+    """The bytes the world writes into the calling process's memory during one of its requests, handed
+    back in the reply instead of written by a request to it. The caller checked, before it called, that
+    ``vouched`` (its own ranges) is writable memory of its own, and checks again before it writes: so
+    no other range is delivered, and no request asks it to check them meanwhile."""
+
+    def __init__(self, session: Session, vouched: Sequence[Range]) -> None:
+        self.session = session
+        self.vouched = list(vouched)
+        self.chunks: List[Tuple[int, bytes]] = []
+        self.nbytes = 0
+
+    def covers(self, ranges: Sequence[Range]) -> bool:
+        """Whether every range lies inside one vouched range."""
+        return all(
+            any(a <= address and address + n <= a + m for a, m in self.vouched) for address, n in ranges
+        )
+
+    def take(self, chunks: Sequence[Tuple[int, Bytes]]) -> bool:
+        """Keep ``chunks`` for the reply if they are the caller's vouched memory and fit the reply (else
+        False: they are written the ordinary way)."""
+        total = sum(data.nbytes for _, data in chunks)
+        if self.nbytes + total > INLINE_BYTES or not self.covers([(a, d.nbytes) for a, d in chunks]):
+            return False
+        self.chunks.extend((address, data.tobytes()) for address, data in chunks)
+        self.nbytes += total
+        return True
+
+
+_delivery = threading.local()
+
+
+@contextlib.contextmanager
+def delivering(vouched: Sequence[Range]) -> Iterator[Delivery]:
+    """While the body runs, on this thread, the calling process's writes named by ``vouched`` are kept in
+    the ``Delivery`` it yields (for the reply), and sources of other processes are read by the fabric
+    itself where it can (``RawRouter.read``)."""
+    session = calling_session()
+    if session is None:
+        raise RuntimeError("a delivery is made only for a client process's request")
+    found = Delivery(session, vouched)
+    before = getattr(_delivery, "value", None)
+    _delivery.value = found
+    try:
+        yield found
+    finally:
+        _delivery.value = before
+
+
+def _current_delivery() -> Optional[Delivery]:
+    found: Optional[Delivery] = getattr(_delivery, "value", None)
+    return found
 
 
 class RawRouter:
@@ -60,10 +123,14 @@ class RawRouter:
         self._holders = holders
         self.timeout_s = timeout_s
         self.direct = True
-        """Whether raw-to-raw copies may go straight from process to process (tests turn it off)."""
+        """Whether raw-to-raw copies may go straight from process to process, and the fabric read a
+        process's memory itself (tests turn it off)."""
         self._no_direct: Set[Tuple[int, int]] = set()  # (reader pid, owner pid) the kernel refused
         self.direct_copies = 0
         """Transfers done process to process (``status()`` shows it)."""
+        self.peeks = 0
+        """Reads the fabric made of a process's memory itself, without asking it (``status()``)."""
+        self._marks: weakref.WeakKeyDictionary[Session, Mark] = weakref.WeakKeyDictionary()
 
     def _owner(self, address: int, nbytes: int) -> Session:
         """The owner of a range outside a transfer that names its parties."""
@@ -116,10 +183,15 @@ class RawRouter:
         """The bytes of each range, read by its owner: small reads inline, large ones through a
         shared scratch file the owner copies into (no bytes through the socket)."""
         out: List[Bytes] = [np.empty(0, np.uint8)] * len(ranges)
+        delivery = _current_delivery()
         for owner, indices in self._groups(ranges, SRC):
             part = [ranges[i] for i in indices]
             total = sum(n for _, n in part)
-            if total <= INLINE_BYTES:
+            small = total <= INLINE_BYTES
+            peeked = self._peek(owner, part) if delivery is not None and small and self.direct else None
+            if peeked is not None:
+                arrays = peeked
+            elif small:
                 arrays = [np.frombuffer(b, np.uint8) for b in self._request(owner, "mem_read", part)]
             else:
                 scratch = take(total)
@@ -129,9 +201,30 @@ class RawRouter:
                 out[index] = array
         return out
 
+    def _peek(self, owner: Session, ranges: Sequence[Range]) -> Optional[List[Bytes]]:
+        """The ranges' bytes, read by the fabric itself from ``owner``'s memory (``peer_memory``); None
+        where the kernel does not allow it or the memory is not there (the caller then asks the owner,
+        whose answer, or silence, decides). The owner's mark is asked for once."""
+        with self._lock:
+            mark = self._marks.get(owner)
+        if mark is None:
+            where, raw = self._request(owner, "mem_check_read", [])
+            mark = (int(where), bytes(raw))
+            with self._lock:
+                self._marks[owner] = mark
+        found = read_ranges(owner.pid, mark, ranges)
+        if found is not None:
+            with self._lock:
+                self.peeks += 1
+        return found
+
     def check_writable(self, ranges: Sequence[Range]) -> None:
+        delivery = _current_delivery()
         for owner, indices in self._groups(ranges, DST):
-            self._request(owner, "mem_check", [ranges[i] for i in indices])
+            part = [ranges[i] for i in indices]
+            if delivery is not None and owner is delivery.session and delivery.covers(part):
+                continue  # vouched for by the caller before it called, and checked again as it writes
+            self._request(owner, "mem_check", part)
 
     def copy_direct(self, copies: Sequence[Tuple[int, int, int]]) -> bool:
         """``(dst, src, nbytes)`` between raw memory of two processes, read by the destination's owner
@@ -144,6 +237,9 @@ class RawRouter:
         if len(readers) != 1 or len(owners) != 1:
             return False
         reader, owner = readers[0][0], owners[0][0]
+        delivery = _current_delivery()
+        if delivery is not None and reader is delivery.session:
+            return False  # the bytes go back in the caller's reply: no request to it at all
         pair = (reader.pid, owner.pid)
         with self._lock:
             if reader is owner or pair in self._no_direct:
@@ -160,9 +256,13 @@ class RawRouter:
 
     def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take, lent: Sequence[Scratch] = ()) -> None:
         """Have each owner write its chunks (inline when small, else from a shared scratch file: from
-        the ``lent`` one that already holds them, if one does)."""
+        the ``lent`` one that already holds them, if one does). The calling process's, while it takes
+        delivery of them (``delivering``), are kept for its reply."""
+        delivery = _current_delivery()
         for owner, indices in self._groups([(a, data.nbytes) for a, data in chunks], DST):
             part = [chunks[i] for i in indices]
+            if delivery is not None and owner is delivery.session and delivery.take(part):
+                continue
             total = sum(data.nbytes for _, data in part)
             if total <= INLINE_BYTES:
                 self._request(owner, "mem_write", [(a, data.tobytes()) for a, data in part])
