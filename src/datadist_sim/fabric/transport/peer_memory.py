@@ -51,8 +51,18 @@ def _load(library: type = ctypes.CDLL) -> Optional[ctypes._CFuncPtr]:  # type: i
 
 _READV = _load()
 _READV_HELD = _load(ctypes.PyDLL)
-"""The same call keeping the GIL: a small read is over in microseconds, and letting go of the GIL in a
-busy process (the fabric's) costs more than that in waiting to have it back."""
+"""The same call keeping the GIL, its vectors passed as addresses (``read_ranges``): a small read is over
+in microseconds, and letting go of the GIL in a busy process (the fabric's) costs more than that in
+waiting to have it back."""
+if _READV_HELD is not None:
+    _READV_HELD.argtypes = [
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_ulong,
+        ctypes.c_void_p,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
 _IOV_MAX = 1024
 """Most iovecs one ``process_vm_readv`` call takes (Linux ``UIO_MAXIOV``)."""
 
@@ -99,27 +109,33 @@ def read_ranges(pid: int, mark: Mark, ranges: Sequence[Tuple[int, int]]) -> Opti
     """The bytes of each ``(address, nbytes)`` of process ``pid`` (the one ``mark`` names), read into new
     buffers of this process; None if the kernel refuses any of it, or ``pid`` is not that process
     (nothing anyone sees is written either way). One system call reads the mark and every range, so
-    the bytes are of the very process whose mark came back (not one that took over a reused pid)."""
-    if _READV_HELD is None or pid == os.getpid():
-        return None
+    the bytes are of the very process whose mark came back (not one that took over a reused pid); its
+    vectors are laid out as one array of numbers, since building ctypes structures field by field costs
+    more than the call itself."""
     where, want = mark
-    out: List[Bytes] = [np.empty(nbytes, dtype=np.uint8) for _, nbytes in ranges]
+    if _READV_HELD is None or pid == os.getpid() or any(n < 0 for _, n in ranges):
+        return None
+    head = len(want)
     wanted = [(address, nbytes) for address, nbytes in ranges if nbytes > 0]
-    got = ctypes.create_string_buffer(len(want))
     count = 1 + len(wanted)
-    mine, theirs = (_IoVec * count)(), (_IoVec * count)()
-    mine[0].iov_base, mine[0].iov_len = ctypes.addressof(got), len(want)
-    theirs[0].iov_base, theirs[0].iov_len = where, len(want)
-    total = len(want)
-    for index, (array, (address, nbytes)) in enumerate(
-        ((o, r) for o, r in zip(out, ranges) if r[1] > 0), start=1
-    ):
-        mine[index].iov_base, mine[index].iov_len = array.ctypes.data, nbytes
-        theirs[index].iov_base, theirs[index].iov_len = address, nbytes
-        total += nbytes
     if count > _IOV_MAX:
         return None
-    done = int(_READV_HELD(pid, mine, count, theirs, count, 0))
-    if done != total or got.raw != want:
+    total = head + sum(nbytes for _, nbytes in wanted)
+    buf = bytearray(total)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    mine, theirs, offset = [base, head], [where, head], head
+    for address, nbytes in wanted:
+        mine += (base + offset, nbytes)
+        theirs += (address, nbytes)
+        offset += nbytes
+    vectors = (ctypes.c_uint64 * (4 * count))(*mine, *theirs)
+    at = ctypes.addressof(vectors)
+    done = int(_READV_HELD(pid, at, count, at + 16 * count, count, 0))
+    if done != total or buf[:head] != want:
         return None  # refused, short (memory not there), or another process at that pid
+    out: List[Bytes] = []
+    offset = head
+    for _, nbytes in ranges:
+        out.append(np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=offset))
+        offset += nbytes
     return out
