@@ -1,6 +1,6 @@
 """The parts of a small cross-process ``hixl`` READ that takes its bytes in the reply: the fabric reading a
 process's memory itself (``transport/peer_memory.py``), the router keeping the caller's writes for its
-reply (``host/raw.py``: ``delivering``), and the caller writing them, all or nothing
+reply (``host/carried.py``), and the caller writing them, all or nothing
 (``client/hixl_proxy.py``)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 
 from datadist_sim._world.ownership import enter_copy, leave_copy
 from datadist_sim.fabric.host import session as host_session
-from datadist_sim.fabric.host.raw import INLINE_BYTES, RawRouter, delivering
+from datadist_sim.fabric.host.carried import INLINE_BYTES, carrying
+from datadist_sim.fabric.host.raw import RawRouter
 from datadist_sim.fabric.transport import peer_memory
 
 PARAM_INVALID = 103900
@@ -111,20 +112,20 @@ def test_the_callers_vouched_ranges_are_neither_checked_nor_written_by_a_request
     router = _router({"me": calling})
     before = enter_copy("me", "me")
     try:
-        with delivering([(0x9000, 4096)]) as delivery:
+        with carrying([(0x9000, 4096)]) as delivery:
             router.check_writable([(0x9000, 4096)])
             router.write([(0x9000, np.full(4096, 7, np.uint8))], take=None)  # type: ignore[arg-type]
         assert log == []
         assert delivery.chunks == [(0x9000, b"\x07" * 4096)]
         # a range the caller did not vouch for is checked and written by requests, as ever
-        with delivering([(0x9000, 4096)]) as delivery:
+        with carrying([(0x9000, 4096)]) as delivery:
             router.check_writable([(0x9000, 4097)])
             router.write([(0x9000, np.zeros(4097, np.uint8))], take=None)  # type: ignore[arg-type]
         assert log == ["mem_check", "mem_write"]
         assert delivery.chunks == []
         # more than one reply carries is written by a request too
         log.clear()
-        with delivering([(0x9000, INLINE_BYTES + 1)]) as delivery:
+        with carrying([(0x9000, INLINE_BYTES + 1)]) as delivery:
             router.write([(0x9000, np.zeros(INLINE_BYTES + 1, np.uint8))], take=_Take())  # type: ignore[arg-type]
         assert log == ["mem_write_from"]
         assert delivery.chunks == []
@@ -149,7 +150,7 @@ def test_a_source_the_fabric_cannot_read_itself_is_read_by_its_owner(calling: An
     router = _router({"me": calling, "peer": owner})
     before = enter_copy("me", "peer")
     try:
-        with delivering([(0x9000, 64)]):
+        with carrying([(0x9000, 64)]):
             found = router.read([(0x1000, 64)], take=None)  # type: ignore[arg-type]
             again = router.read([(0x1000, 64)], take=None)  # type: ignore[arg-type]
     finally:
@@ -169,7 +170,7 @@ def test_a_source_the_fabric_can_read_is_read_without_a_request(calling: Any, ch
     router = _router({"me": calling, "peer": owner})
     before = enter_copy("me", "peer")
     try:
-        with delivering([(0x9000, 64)]):
+        with carrying([(0x9000, 64)]):
             found = router.read([(address, 64)], take=None)  # type: ignore[arg-type]
             found += router.read([(address + 64, 64)], take=None)  # type: ignore[arg-type]
         # outside a delivery the owner reads its own memory, as ever

@@ -16,7 +16,9 @@ own writable memory asks for its bytes in the reply (``read_sync``): the fabric 
 for any transfer, reads the remote process's memory itself where the kernel lets it, and returns exactly
 what the world wrote into this process's ranges, which is written here once every range is checked
 again (all or nothing). So the call costs one round trip, where asking this process to check, and then
-to write, its own memory while it waits for the reply cost two more (``fabric/host/raw.py``).
+to write, its own memory while it waits for the reply cost two more (``fabric/host/carried.py``).
+A small WRITE likewise reads its local ranges here and sends their bytes with the call (``write_sync``),
+so the fabric asks only the destination's process, once, to write them.
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ class Hixl(RemoteObject):
         if int(op) == int(TransferOp.READ) and _vouch(plain):
             code, chunks = self._call("read_sync", remote, plain, timeout_in_millis=timeout)
             return _write_delivered(int(code), chunks, plain)
+        if int(op) == int(TransferOp.WRITE):
+            data = _supply(plain)
+            if data is not None:
+                return int(self._call("write_sync", remote, plain, data, timeout_in_millis=timeout))
         return int(self._call("transfer_sync", remote, int(op), plain, timeout_in_millis=timeout))
 
     def transfer_async(self, *args: object, **kwargs: object) -> Tuple[int, int]:
@@ -163,15 +169,19 @@ def _plain(descs: List[Any]) -> List[Tuple[int, int, int]]:
     return [(d._local_addr, d._remote_addr, d._len) for d in descs]
 
 
-def _vouch(plain: Sequence[Tuple[int, int, int]]) -> bool:
-    """Whether a READ of these descriptors can take its bytes in the reply: small enough, and every local
-    range writable memory of this process (else the fabric decides, and refuses, as for any transfer)."""
+def _small(plain: Sequence[Tuple[int, int, int]]) -> bool:
     total = 0
     for _, _, nbytes in plain:
         if type(nbytes) is not int or nbytes <= 0:
             return False
         total += nbytes
-    if not plain or total > REPLY_BYTES:
+    return bool(plain) and total <= REPLY_BYTES
+
+
+def _vouch(plain: Sequence[Tuple[int, int, int]]) -> bool:
+    """Whether a READ of these descriptors can take its bytes in the reply: small enough, and every local
+    range writable memory of this process (else the fabric decides, and refuses, as for any transfer)."""
+    if not _small(plain):
         return False
     try:
         for local, _, nbytes in plain:
@@ -179,6 +189,18 @@ def _vouch(plain: Sequence[Tuple[int, int, int]]) -> bool:
     except SimError:
         return False
     return True
+
+
+def _supply(plain: Sequence[Tuple[int, int, int]]) -> Optional[List[bytes]]:
+    """The bytes of each local range of a small WRITE, read here to go with the call; None (the fabric
+    then asks for them, and decides, as for any transfer) if it is too large or a range is not readable
+    memory of this process. Reading them before the fabric decides is harmless: it writes nothing."""
+    if not _small(plain):
+        return None
+    try:
+        return [bytes(own_memory(local, nbytes, writable=False)) for local, _, nbytes in plain]
+    except SimError:
+        return None
 
 
 def _write_delivered(code: int, chunks: object, plain: Sequence[Tuple[int, int, int]]) -> int:

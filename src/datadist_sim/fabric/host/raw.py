@@ -7,32 +7,31 @@ from one process's raw memory to another's is, where the kernel allows it, one c
 owner reads the source's memory itself (``xmem``). An owner that has died, or does not answer within
 ``timeout_s``, times the transfer out with the mode's code.
 
-A small ``hixl`` READ into the calling process's own memory costs no request to either process
-(``delivering``): the fabric reads the source's registered memory itself where the kernel allows it
-(``transport/peer_memory.py``), and the bytes the world writes into the caller's memory travel back in
-the reply to its call, which the caller then writes, all or nothing. Every decision (ranges, faults,
-time, trace) is still the world's, made before any byte moves.
+A small ``hixl`` transfer carries the calling process's side of it in its call and its reply
+(``carried.py``): a READ into the caller's own memory costs no request to either process (the fabric
+reads the source's registered memory itself where the kernel allows it, ``transport/peer_memory.py``,
+and the bytes the world writes into the caller's memory travel back in the reply, which the caller
+writes, all or nothing); a WRITE from it costs one, the destination's write, since its bytes came with
+the call. Every decision (ranges, faults, time, trace) is still the world's, made before any byte moves.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.surface import Mode, SimError, copy_parties
+from datadist_sim.fabric.host.carried import INLINE_BYTES, current
 from datadist_sim.fabric.host.session import Session, calling_session
 from datadist_sim.fabric.host.shm import Range, Scratch, Take
 from datadist_sim.fabric.transport.channel import ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.transport.memfile import Bytes
 from datadist_sim.fabric.transport.peer_memory import Mark, read_ranges
 
-INLINE_BYTES = 256 << 10
-"""Raw-memory reads and writes up to this size travel in the message; larger ones through shared memory."""
 MEMORY_TIMEOUT_S = 30.0
 """Longest wait for a client to read or write its own memory; past it the transfer times out."""
 
@@ -43,60 +42,6 @@ SessionOf = Callable[[object], Optional[Session]]
 """The process that runs a cluster, or owns a hixl engine (None if no live process does)."""
 Holders = Callable[[int, int], List[Session]]
 """The processes whose live registered memory holds a range."""
-
-
-class Delivery:
-    """The bytes the world writes into the calling process's memory during one of its requests, handed
-    back in the reply instead of written by a request to it. The caller checked, before it called, that
-    ``vouched`` (its own ranges) is writable memory of its own, and checks again before it writes: so
-    no other range is delivered, and no request asks it to check them meanwhile."""
-
-    def __init__(self, session: Session, vouched: Sequence[Range]) -> None:
-        self.session = session
-        self.vouched = list(vouched)
-        self.chunks: List[Tuple[int, bytes]] = []
-        self.nbytes = 0
-
-    def covers(self, ranges: Sequence[Range]) -> bool:
-        """Whether every range lies inside one vouched range."""
-        return all(
-            any(a <= address and address + n <= a + m for a, m in self.vouched) for address, n in ranges
-        )
-
-    def take(self, chunks: Sequence[Tuple[int, Bytes]]) -> bool:
-        """Keep ``chunks`` for the reply if they are the caller's vouched memory and fit the reply (else
-        False: they are written the ordinary way)."""
-        total = sum(data.nbytes for _, data in chunks)
-        if self.nbytes + total > INLINE_BYTES or not self.covers([(a, d.nbytes) for a, d in chunks]):
-            return False
-        self.chunks.extend((address, data.tobytes()) for address, data in chunks)
-        self.nbytes += total
-        return True
-
-
-_delivery = threading.local()
-
-
-@contextlib.contextmanager
-def delivering(vouched: Sequence[Range]) -> Iterator[Delivery]:
-    """While the body runs, on this thread, the calling process's writes named by ``vouched`` are kept in
-    the ``Delivery`` it yields (for the reply), and sources of other processes are read by the fabric
-    itself where it can (``RawRouter.read``)."""
-    session = calling_session()
-    if session is None:
-        raise RuntimeError("a delivery is made only for a client process's request")
-    found = Delivery(session, vouched)
-    before = getattr(_delivery, "value", None)
-    _delivery.value = found
-    try:
-        yield found
-    finally:
-        _delivery.value = before
-
-
-def _current_delivery() -> Optional[Delivery]:
-    found: Optional[Delivery] = getattr(_delivery, "value", None)
-    return found
 
 
 class RawRouter:
@@ -183,13 +128,18 @@ class RawRouter:
         """The bytes of each range, read by its owner: small reads inline, large ones through a
         shared scratch file the owner copies into (no bytes through the socket)."""
         out: List[Bytes] = [np.empty(0, np.uint8)] * len(ranges)
-        delivery = _current_delivery()
+        carried = current()
         for owner, indices in self._groups(ranges, SRC):
             part = [ranges[i] for i in indices]
             total = sum(n for _, n in part)
             small = total <= INLINE_BYTES
-            peeked = self._peek(owner, part) if delivery is not None and small and self.direct else None
-            if peeked is not None:
+            given = carried.give(part) if carried is not None and owner is carried.session else None
+            peeked = None
+            if given is None and carried is not None and small and self.direct:
+                peeked = self._peek(owner, part)
+            if given is not None:  # the caller's own bytes, handed in with its call
+                arrays = [np.frombuffer(data, np.uint8) for data in given]
+            elif peeked is not None:
                 arrays = peeked
             elif small:
                 arrays = [np.frombuffer(b, np.uint8) for b in self._request(owner, "mem_read", part)]
@@ -218,11 +168,19 @@ class RawRouter:
                 self.peeks += 1
         return found
 
-    def check_writable(self, ranges: Sequence[Range]) -> None:
-        delivery = _current_delivery()
-        for owner, indices in self._groups(ranges, DST):
+    def check_writable(self, ranges: Sequence[Range], alone: bool = False) -> None:
+        """Have each owner check its ranges are writable memory of its own, before anything is read or
+        written. ``alone``: these are every destination of the copy (none is simulated memory, which
+        the copy would write before them)."""
+        carried = current()
+        groups = self._groups(ranges, DST)
+        if carried is not None and carried.sources_in_hand and alone and len(groups) == 1:
+            # every source came with the call and one process writes every destination: its write
+            # request checks every range before it writes any, so checking first adds only a trip
+            return
+        for owner, indices in groups:
             part = [ranges[i] for i in indices]
-            if delivery is not None and owner is delivery.session and delivery.covers(part):
+            if carried is not None and owner is carried.session and carried.covers(part):
                 continue  # vouched for by the caller before it called, and checked again as it writes
             self._request(owner, "mem_check", part)
 
@@ -237,9 +195,9 @@ class RawRouter:
         if len(readers) != 1 or len(owners) != 1:
             return False
         reader, owner = readers[0][0], owners[0][0]
-        delivery = _current_delivery()
-        if delivery is not None and reader is delivery.session:
-            return False  # the bytes go back in the caller's reply: no request to it at all
+        carried = current()
+        if carried is not None and carried.session in (reader, owner):
+            return False  # the caller's side travels with its call or its reply: no request to it
         pair = (reader.pid, owner.pid)
         with self._lock:
             if reader is owner or pair in self._no_direct:
@@ -256,12 +214,12 @@ class RawRouter:
 
     def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take, lent: Sequence[Scratch] = ()) -> None:
         """Have each owner write its chunks (inline when small, else from a shared scratch file: from
-        the ``lent`` one that already holds them, if one does). The calling process's, while it takes
-        delivery of them (``delivering``), are kept for its reply."""
-        delivery = _current_delivery()
+        the ``lent`` one that already holds them, if one does). The calling process's, where its
+        request takes them back (``carried.py``), are kept for its reply."""
+        carried = current()
         for owner, indices in self._groups([(a, data.nbytes) for a, data in chunks], DST):
             part = [chunks[i] for i in indices]
-            if delivery is not None and owner is delivery.session and delivery.take(part):
+            if carried is not None and owner is carried.session and carried.take(part):
                 continue
             total = sum(data.nbytes for _, data in part)
             if total <= INLINE_BYTES:
