@@ -1,6 +1,7 @@
-"""Small cross-process ``hixl`` READs, which take their bytes in the reply to the call: ``server``
-registers a buffer of 0xAA and says which memory requests the fabric made of it; ``client`` READs from
-it and reports codes, its own bytes, and the memory requests the fabric made of it meanwhile."""
+"""Small cross-process ``hixl`` transfers, whose caller's side travels with the call and the reply:
+``server`` registers a buffer of 0xAA and says which memory requests the fabric made of it; ``client``
+READs from it (``client_write``: and WRITEs to it) and reports codes, its own bytes, and the memory
+requests the fabric made of it meanwhile."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def server() -> None:
     line()
     say("served", ",".join(served) or "-")
     say("intact", bytes(buf) == b"\xaa" * SIZE)
+    say("written", bytes(buf[:SMALL]) == b"\x77" * SMALL and bytes(buf[SMALL:]) == b"\xaa" * (SIZE - SMALL))
     assert engine.deregister_mem(handle) == hixl.SUCCESS
     engine.finalize()
     say("finalized")
@@ -49,7 +51,7 @@ def server() -> None:
     say("done")
 
 
-def client() -> None:
+def client(mode: str = "read") -> None:
     remote = int(line())
     engine = hixl.Hixl()
     assert engine.initialize(CLIENT, {}) == hixl.SUCCESS
@@ -74,13 +76,25 @@ def client() -> None:
     aa = b"\xaa"
     say("bytes", got[:SMALL] == aa * SMALL and got[SIZE // 2 : SIZE // 2 + (16 << 10)] == aa * (16 << 10))
     say("rest", got[SMALL : SIZE // 2] == b"\x55" * (SIZE // 2 - SMALL))
-    say("served", ",".join(served) or "-")
     # refused by the fabric's world before any byte moves: nothing is written anywhere
     say("out_of_range", read([hixl.TransferOpDesc(addr, remote + SIZE - SMALL, 2 * SMALL)]), untouched())
     say("unregistered", read([hixl.TransferOpDesc(ctypes.addressof(outside), remote, SMALL)]), untouched())
+    if mode == "write":  # small WRITEs: their bytes go with the call
+        write = hixl.TransferOp.WRITE
+        ctypes.memset(buf, 0x77, SMALL)
+        past = [hixl.TransferOpDesc(addr, remote + SIZE - SMALL, 2 * SMALL)]
+        say("write_out_of_range", engine.transfer_sync(SERVER, write, past))
+        stray = [hixl.TransferOpDesc(ctypes.addressof(outside), remote + SMALL, SMALL)]
+        say("write_unregistered", engine.transfer_sync(SERVER, write, stray))
+        say("write", engine.transfer_sync(SERVER, write, [hixl.TransferOpDesc(addr, remote, SMALL)]))
+    say("served", ",".join(served) or "-")
     say("status", datadist_sim.fabric.status()["peeks"])
     line()  # the server has finalized its engine (its process lives on)
     say("after_finalize", read([hixl.TransferOpDesc(addr, remote, SMALL)]), untouched())
+    if mode == "write":
+        ctypes.memset(buf, 0x77, SMALL)
+        descs = [hixl.TransferOpDesc(addr, remote, SMALL)]
+        say("write_after_finalize", engine.transfer_sync(SERVER, hixl.TransferOp.WRITE, descs))
     engine.finalize()
     say("done")
 
@@ -107,4 +121,7 @@ def client_under_a_rule() -> None:
 
 
 if __name__ == "__main__":
-    {"server": server, "client": client, "client_rule": client_under_a_rule}[sys.argv[1]]()
+    if sys.argv[1] == "client_write":
+        client("write")
+    else:
+        {"server": server, "client": client, "client_rule": client_under_a_rule}[sys.argv[1]]()
