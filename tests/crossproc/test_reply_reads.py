@@ -239,3 +239,44 @@ def test_a_caller_vouches_only_for_its_own_writable_memory() -> None:
     assert not _vouch([(view.ctypes.data, 0x1000, 64)])  # ours, but not writable
     del view
     readonly.close()
+
+
+def test_a_write_with_its_sources_in_hand_asks_the_destination_once(calling: Any) -> None:
+    log: List[str] = []
+    peer = _Session(2, _Channel(log))
+    router = _router({"me": calling, "peer": peer})
+    before = enter_copy("peer", "me")
+    try:
+        with carrying(supplied={(0x9000, 4): b"\x01\x02\x03\x04"}):
+            router.check_writable([(0x1000, 4)], alone=True)  # its write request checks first
+            found = router.read([(0x9000, 4)], take=None)  # type: ignore[arg-type]
+            assert not router.copy_direct([(0x1000, 0x9000, 4)])
+            router.write([(0x1000, found[0])], take=None)  # type: ignore[arg-type]
+        assert bytes(found[0]) == b"\x01\x02\x03\x04"
+        assert log == ["mem_write"]
+        assert calling.channel.log == []
+        # a copy that also writes simulated memory is checked first, as ever (all or nothing)
+        with carrying(supplied={(0x9000, 4): b"\x01\x02\x03\x04"}):
+            router.check_writable([(0x1000, 4)], alone=False)
+        assert log == ["mem_write", "mem_check"]
+    finally:
+        leave_copy(before)
+
+
+def test_a_write_whose_bytes_do_not_match_its_descriptors_is_refused(calling: Any) -> None:
+    from datadist_sim.fabric.host.hixl_host import HixlOwners, HostedHixl
+
+    hosted = HostedHixl(HixlOwners())
+    descs = [(0x9000, 0x1000, 4)]
+    for data in ([b"abc"], [b"abcd", b"efgh"], ["abcd"], b"abcd"):
+        with pytest.raises(TypeError):
+            hosted.write_sync("127.0.0.1:1", descs, data, 1000)  # type: ignore[arg-type]
+
+
+def test_a_caller_supplies_only_its_own_readable_memory() -> None:
+    from datadist_sim.fabric.client.hixl_proxy import _supply
+
+    mine = np.arange(16, dtype=np.uint8)
+    assert _supply([(mine.ctypes.data, 0x1000, 16)]) == [bytes(range(16))]
+    assert _supply([(mine.ctypes.data, 0x1000, 16), (_gone(), 0x1000, 16)]) is None
+    assert _supply([(mine.ctypes.data, 0x1000, 0)]) is None
