@@ -1,5 +1,5 @@
-"""A small ``hixl`` ``transfer_sync`` READ between two client processes of one fabric (4 KiB and 16 KiB,
-the vendor's two-process sample reads 512 blocks of 16 KiB: hicann/hixl
+"""A small ``hixl`` ``transfer_sync`` READ, and WRITE, between two client processes of one fabric (4 KiB
+and 16 KiB; the vendor's two-process sample reads 512 blocks of 16 KiB: hicann/hixl
 ``examples/python/hixl/hixl_d2rd_multiproc_sample.py:28-30``), against one fabric round trip measured in
 the same process, in turns with it: a call the fabric answers without the simulator (``now``, the
 world's time), which is the least any call across the fabric costs. The ratio is the median of the
@@ -31,15 +31,17 @@ sizes = [int(s) for s in sys.argv[4].split(",")]
 total = max(sizes)
 engine = hixl.Hixl()
 assert engine.initialize(SERVER if side == "server" else CLIENT, {}) == hixl.SUCCESS
-buf = (ctypes.c_uint8 * total)()
+# READs fill the client's first half from the server's; WRITEs the server's second half from the client's
+buf = (ctypes.c_uint8 * (2 * total))()
 ctypes.memset(buf, 0xAA if side == "server" else 0x55, total)
+ctypes.memset(ctypes.addressof(buf) + total, 0x00 if side == "server" else 0x77, total)
 addr = ctypes.addressof(buf)
-code, handle = engine.register_mem(hixl.MemDesc(addr, total), hixl.MemType.MEM_HOST)
+code, handle = engine.register_mem(hixl.MemDesc(addr, 2 * total), hixl.MemType.MEM_HOST)
 assert code == hixl.SUCCESS, code
 if side == "server":
     print("addr", addr, flush=True)
     sys.stdin.readline()
-    print("same", bytes(buf) == b"\xaa" * total, flush=True)
+    print("same", bytes(buf) == b"\xaa" * total + b"\x77" * total, flush=True)
 else:
     remote = int(sys.stdin.readline())
     assert engine.connect(SERVER, timeout_in_millis=5000) == hixl.SUCCESS
@@ -51,20 +53,22 @@ else:
         for _ in range(inner):
             action()
         return (time.perf_counter() - start) / inner
-    def reader(n):
-        descs = [hixl.TransferOpDesc(addr, remote, n)]
-        def read():
-            code = engine.transfer_sync(SERVER, hixl.TransferOp.READ, descs, timeout_in_millis=30000)
+    def transfer(op, n):
+        local, far = (addr, remote) if op == hixl.TransferOp.READ else (addr + total, remote + total)
+        descs = [hixl.TransferOpDesc(local, far, n)]
+        def run():
+            code = engine.transfer_sync(SERVER, op, descs, timeout_in_millis=30000)
             assert code == hixl.SUCCESS, code
-        return read
-    reads = [reader(n) for n in sizes]
-    noops, times = [], [[] for _ in sizes]
+        return run
+    cases = [transfer(hixl.TransferOp.READ, n) for n in sizes]
+    cases += [transfer(hixl.TransferOp.WRITE, n) for n in sizes]
+    noops, times = [], [[] for _ in cases]
     for _ in range(repeat):
         noops.append(best(lambda: client.function("now")))
-        for found, read in zip(times, reads):
-            found.append(best(read))
+        for found, case in zip(times, cases):
+            found.append(best(case))
     ratios = [statistics.median(t / q for t, q in zip(found, noops)) for found in times]
-    arrived = bytes(buf) == b"\xaa" * total
+    arrived = bytes(buf[:total]) == b"\xaa" * total
     print("figures", min(noops), arrived, *[f"{min(f)}:{r}" for f, r in zip(times, ratios)], flush=True)
     assert engine.disconnect(SERVER) == hixl.SUCCESS
 engine.deregister_mem(handle)
@@ -76,11 +80,11 @@ class HixlFigures(NamedTuple):
     noop: float
     """One fabric round trip (seconds)."""
     reads: List[float]
-    """Each size's READ (seconds)."""
+    """Each size's READ, then each size's WRITE (seconds)."""
     ratios: List[float]
-    """Each size's READ / round trip, median of paired rounds."""
+    """Each of those / round trip, median of paired rounds."""
     same: bool
-    """The client's buffer holds the server's bytes and the server's is unchanged."""
+    """Each side's buffer holds what the other's READs or WRITEs put there, and nothing else changed."""
 
 
 def hixl_fabric_figures(repeat: int, inner: int, options: str = "") -> HixlFigures:
@@ -141,19 +145,20 @@ def hixl_fabric_figures(repeat: int, inner: int, options: str = "") -> HixlFigur
 
 
 def cross_process_hixl(quick: bool) -> List[Figure]:
-    """The small cross-process hixl READs against one fabric round trip."""
+    """The small cross-process hixl READs and WRITEs against one fabric round trip."""
     repeat, inner = (5, 100) if quick else (15, 300)
     run = hixl_fabric_figures(repeat, inner)
+    cases = [("READ", size, "client process <- another client process's memory") for size in SIZES]
+    cases += [("WRITE", size, "client process -> another client process's memory") for size in SIZES]
     return [
         Figure(
             "crossproc",
-            f"hixl transfer_sync READ of {size >> 10} KiB, client process <- another client process's "
-            f"memory (wall; bytes checked: {run.same})",
+            f"hixl transfer_sync {op} of {size >> 10} KiB, {what} (wall; bytes checked: {run.same})",
             took * 1e6,
             "µs",
             run.noop * 1e6,
             "one fabric round trip (a call answered without the simulator); ratio: median of paired rounds",
             ratio,
         )
-        for size, took, ratio in zip(SIZES, run.reads, run.ratios)
+        for (op, size, what), took, ratio in zip(cases, run.reads, run.ratios)
     ]
