@@ -179,7 +179,7 @@ class _Owner:
         self.requests.append("read")
         return [self._find(a, n).copy() for a, n in ranges]
 
-    def check_writable(self, ranges: Sequence[Tuple[int, int]]) -> None:
+    def check_writable(self, ranges: Sequence[Tuple[int, int]], alone: bool = False) -> None:
         self.requests.append("check")
         for a, n in ranges:
             self._find(a, n)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 from datadist_sim._status_hixl import Code, HixlCode, as_llm
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.hixl_state import Desc, EngineKind, HixlEngine, OpState, fail_connection
+from datadist_sim._world.ownership import enter_copy, leave_copy
 from datadist_sim.faults import engine_codes
 from datadist_sim.faults.effects import DOOR_ACTIONS, Effect, door_effect, transfer_effect
 from datadist_sim.faults.engine_codes import EngineMode
@@ -149,6 +150,7 @@ def transfer_sync(
     world: SimWorld,
     engine: HixlEngine,
     remote: str,
+    write: bool,
     copies: Sequence[Desc],
     duration: float,
     timeout_s: float,
@@ -173,7 +175,13 @@ def transfer_sync(
         fail_connection(engine, remote, ends.hixl)
         raise ends
     if effect.landed:
-        world.space_copy(list(copies))
+        # the engines are the copy's parties, as for any transfer's bytes (``hixl_transfers._copy``):
+        # where they live in different processes, each side is its own engine's process's memory
+        before = enter_copy(peer, engine) if write else enter_copy(engine, peer)
+        try:
+            world.space_copy(list(copies))
+        finally:
+            leave_copy(before)
     world.elapse(timeout_s)
     fail_connection(engine, remote, HixlCode.TIMEOUT)
     raise HixlFault(HixlCode.TIMEOUT, f"transfer to {remote} did not end within {timeout_s} s")

@@ -169,7 +169,7 @@ def transfer(
             _peer_for_transfer(world, engine, remote, timeout_s)
         copies = _checked(engine, remote, write, descs)
         duration = hixl_faults.transfer_sync(
-            world, engine, remote, copies, _duration(world, copies), timeout_s
+            world, engine, remote, write, copies, _duration(world, copies), timeout_s
         )
         if duration > timeout_s:
             fail_connection(engine, remote, LLMStatusCode.LLM_TIMEOUT)

@@ -11,7 +11,9 @@ same run on the same machine.
 - a large pull between memory the two processes registered by raw pointer against a ``memcpy``
   between two shared-memory mappings (what the bytes must cost at least): as the fabric does it where
   the kernel lets one process read another's memory (one copy, ``fabric/client/xmem.py``), and with that
-  turned off (``direct_memory=0``: two copies through a shared scratch file).
+  turned off (``direct_memory=0``: two copies through a shared scratch file);
+- a small ``hixl`` ``transfer_sync`` READ between two client processes against one fabric round trip
+  (``perf_fabric_hixl``).
 
 **Placement.** A round trip costs what its two wake-ups cost, and that depends on where the scheduler
 put the two processes: on one CPU a wake-up is a context switch; across two CPUs it wakes a halted
@@ -38,6 +40,7 @@ import tempfile
 import time
 from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
+from datadist_sim.bench.perf_fabric_hixl import cross_process_hixl
 from datadist_sim.bench.perf_setup import Figure
 
 ROUND_TRIP_TARGET = 15.0
@@ -362,4 +365,5 @@ def cross_process(quick: bool) -> List[Figure]:
             "memcpy between shared mappings",
             copy / scratch,
         ),
+        *cross_process_hixl(quick),
     ]

@@ -19,6 +19,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
+from datadist_sim.fabric.host.carried import INLINE_BYTES, carrying
 from datadist_sim.fabric.host.session import Session, calling_session
 from datadist_sim.hixl._engine import Hixl
 from datadist_sim.hixl._enum import MemType, TransferOp
@@ -112,6 +113,39 @@ class HostedHixl:
         return self._face.transfer_sync(
             remote, TransferOp(op), _descs(descs), timeout_in_millis=timeout_in_millis
         )
+
+    def read_sync(
+        self, remote: str, descs: List[Any], timeout_in_millis: int
+    ) -> Tuple[int, List[Tuple[int, bytes]]]:
+        """``transfer_sync`` READ whose bytes come back in the reply: the caller has checked that its
+        local ranges are writable memory of its own and writes what the world wrote there, all or
+        nothing, when the reply arrives (``fabric/host/carried.py``). Exactly the world's writes come
+        back, whatever the code (none, for a refused or failed transfer). A list too large for one
+        reply is the ordinary transfer."""
+        built = _descs(descs)
+        if sum(max(0, d._len) for d in built) > INLINE_BYTES:
+            return self.transfer_sync(remote, int(TransferOp.READ), descs, timeout_in_millis), []
+        with carrying(vouched=[(d._local_addr, d._len) for d in built]) as carried:
+            # by position, as the binding's common call: the face's fast path, the same checks
+            code = self._face.transfer_sync(remote, TransferOp.READ, built, timeout_in_millis)
+        return code, carried.chunks
+
+    def write_sync(self, remote: str, descs: List[Any], data: List[Any], timeout_in_millis: int) -> int:
+        """``transfer_sync`` WRITE whose source bytes came with the call: ``data[i]`` is what the caller
+        read at its ``descs[i]`` local range as it called (``fabric/host/carried.py``). Bytes that are
+        not one per descriptor, of its length, are refused as a malformed call."""
+        built = _descs(descs)
+        if type(data) is not list or len(data) != len(built):
+            raise TypeError("write_sync: one bytes object per descriptor")
+        supplied: Dict[Tuple[int, int], bytes] = {}
+        for desc, chunk in zip(built, data):
+            if type(chunk) is not bytes or len(chunk) != desc._len:
+                raise TypeError("write_sync: each descriptor's bytes, of its length")
+            supplied[(desc._local_addr, desc._len)] = chunk
+        if sum(len(chunk) for chunk in data) > INLINE_BYTES:
+            return self.transfer_sync(remote, int(TransferOp.WRITE), descs, timeout_in_millis)
+        with carrying(supplied=supplied):
+            return self._face.transfer_sync(remote, TransferOp.WRITE, built, timeout_in_millis)
 
     def transfer_async(self, remote: str, op: int, descs: List[Any], user_data: int) -> Tuple[int, int]:
         args = TransferArgs()

@@ -6,24 +6,32 @@ for a write to another process are written from that same file (two copies, none
 from one process's raw memory to another's is, where the kernel allows it, one copy: the destination's
 owner reads the source's memory itself (``xmem``). An owner that has died, or does not answer within
 ``timeout_s``, times the transfer out with the mode's code.
+
+A small ``hixl`` transfer carries the calling process's side of it in its call and its reply
+(``carried.py``): a READ into the caller's own memory costs no request to either process (the fabric
+reads the source's registered memory itself where the kernel allows it, ``transport/peer_memory.py``,
+and the bytes the world writes into the caller's memory travel back in the reply, which the caller
+writes, all or nothing); a WRITE from it costs one, the destination's write, since its bytes came with
+the call. Every decision (ranges, faults, time, trace) is still the world's, made before any byte moves.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from datadist_sim._status import LLMStatusCode
 from datadist_sim._world.surface import Mode, SimError, copy_parties
+from datadist_sim.fabric.host.carried import INLINE_BYTES, current
 from datadist_sim.fabric.host.session import Session, calling_session
 from datadist_sim.fabric.host.shm import Range, Scratch, Take
 from datadist_sim.fabric.transport.channel import ChannelClosed, ChannelTimeout
 from datadist_sim.fabric.transport.memfile import Bytes
+from datadist_sim.fabric.transport.peer_memory import Mark, read_ranges
 
-INLINE_BYTES = 256 << 10
-"""Raw-memory reads and writes up to this size travel in the message; larger ones through shared memory."""
 MEMORY_TIMEOUT_S = 30.0
 """Longest wait for a client to read or write its own memory; past it the transfer times out."""
 
@@ -60,10 +68,14 @@ class RawRouter:
         self._holders = holders
         self.timeout_s = timeout_s
         self.direct = True
-        """Whether raw-to-raw copies may go straight from process to process (tests turn it off)."""
+        """Whether raw-to-raw copies may go straight from process to process, and the fabric read a
+        process's memory itself (tests turn it off)."""
         self._no_direct: Set[Tuple[int, int]] = set()  # (reader pid, owner pid) the kernel refused
         self.direct_copies = 0
         """Transfers done process to process (``status()`` shows it)."""
+        self.peeks = 0
+        """Reads the fabric made of a process's memory itself, without asking it (``status()``)."""
+        self._marks: weakref.WeakKeyDictionary[Session, Mark] = weakref.WeakKeyDictionary()
 
     def _owner(self, address: int, nbytes: int) -> Session:
         """The owner of a range outside a transfer that names its parties."""
@@ -116,10 +128,20 @@ class RawRouter:
         """The bytes of each range, read by its owner: small reads inline, large ones through a
         shared scratch file the owner copies into (no bytes through the socket)."""
         out: List[Bytes] = [np.empty(0, np.uint8)] * len(ranges)
+        carried = current()
         for owner, indices in self._groups(ranges, SRC):
             part = [ranges[i] for i in indices]
             total = sum(n for _, n in part)
-            if total <= INLINE_BYTES:
+            small = total <= INLINE_BYTES
+            given = carried.give(part) if carried is not None and owner is carried.session else None
+            peeked = None
+            if given is None and carried is not None and small and self.direct:
+                peeked = self._peek(owner, part)
+            if given is not None:  # the caller's own bytes, handed in with its call
+                arrays = [np.frombuffer(data, np.uint8) for data in given]
+            elif peeked is not None:
+                arrays = peeked
+            elif small:
                 arrays = [np.frombuffer(b, np.uint8) for b in self._request(owner, "mem_read", part)]
             else:
                 scratch = take(total)
@@ -129,9 +151,38 @@ class RawRouter:
                 out[index] = array
         return out
 
-    def check_writable(self, ranges: Sequence[Range]) -> None:
-        for owner, indices in self._groups(ranges, DST):
-            self._request(owner, "mem_check", [ranges[i] for i in indices])
+    def _peek(self, owner: Session, ranges: Sequence[Range]) -> Optional[List[Bytes]]:
+        """The ranges' bytes, read by the fabric itself from ``owner``'s memory (``peer_memory``); None
+        where the kernel does not allow it or the memory is not there (the caller then asks the owner,
+        whose answer, or silence, decides). The owner's mark is asked for once."""
+        with self._lock:
+            mark = self._marks.get(owner)
+        if mark is None:
+            where, raw = self._request(owner, "mem_check_read", [])
+            mark = (int(where), bytes(raw))
+            with self._lock:
+                self._marks[owner] = mark
+        found = read_ranges(owner.pid, mark, ranges)
+        if found is not None:
+            with self._lock:
+                self.peeks += 1
+        return found
+
+    def check_writable(self, ranges: Sequence[Range], alone: bool = False) -> None:
+        """Have each owner check its ranges are writable memory of its own, before anything is read or
+        written. ``alone``: these are every destination of the copy (none is simulated memory, which
+        the copy would write before them)."""
+        carried = current()
+        groups = self._groups(ranges, DST)
+        if carried is not None and carried.sources_in_hand and alone and len(groups) == 1:
+            # every source came with the call and one process writes every destination: its write
+            # request checks every range before it writes any, so checking first adds only a trip
+            return
+        for owner, indices in groups:
+            part = [ranges[i] for i in indices]
+            if carried is not None and owner is carried.session and carried.covers(part):
+                continue  # vouched for by the caller before it called, and checked again as it writes
+            self._request(owner, "mem_check", part)
 
     def copy_direct(self, copies: Sequence[Tuple[int, int, int]]) -> bool:
         """``(dst, src, nbytes)`` between raw memory of two processes, read by the destination's owner
@@ -144,6 +195,9 @@ class RawRouter:
         if len(readers) != 1 or len(owners) != 1:
             return False
         reader, owner = readers[0][0], owners[0][0]
+        carried = current()
+        if carried is not None and carried.session in (reader, owner):
+            return False  # the caller's side travels with its call or its reply: no request to it
         pair = (reader.pid, owner.pid)
         with self._lock:
             if reader is owner or pair in self._no_direct:
@@ -160,9 +214,13 @@ class RawRouter:
 
     def write(self, chunks: Sequence[Tuple[int, Bytes]], take: Take, lent: Sequence[Scratch] = ()) -> None:
         """Have each owner write its chunks (inline when small, else from a shared scratch file: from
-        the ``lent`` one that already holds them, if one does)."""
+        the ``lent`` one that already holds them, if one does). The calling process's, where its
+        request takes them back (``carried.py``), are kept for its reply."""
+        carried = current()
         for owner, indices in self._groups([(a, data.nbytes) for a, data in chunks], DST):
             part = [chunks[i] for i in indices]
+            if carried is not None and owner is carried.session and carried.take(part):
+                continue
             total = sum(data.nbytes for _, data in part)
             if total <= INLINE_BYTES:
                 self._request(owner, "mem_write", [(a, data.tobytes()) for a, data in part])

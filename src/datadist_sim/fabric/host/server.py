@@ -362,6 +362,7 @@ class FabricServer:
                 "shared_segments": self.space.segment_count,
                 "scratch_files_made": self.space.scratch_files_made,
                 "direct_copies": self.raw.direct_copies,
+                "peeks": self.raw.peeks,
                 "threads_refused": self.pool.refused,
                 "backed_bytes": self.space.backed_bytes,
             }

@@ -51,7 +51,7 @@ class RawMemory(Protocol):
 
     def read(self, ranges: Sequence[Range], take: Take) -> List[Bytes]: ...
 
-    def check_writable(self, ranges: Sequence[Range]) -> None: ...
+    def check_writable(self, ranges: Sequence[Range], alone: bool = False) -> None: ...
 
     def write(
         self, chunks: Sequence[Tuple[int, Bytes]], take: Take, lent: Sequence[Scratch] = ()
@@ -174,7 +174,7 @@ class SharedAddressSpace(AddressSpace):
         sources = [self.resolve(s, n) if is_simulated(s) else None for _, s, n in todo]
         remote_dst = [(d, n) for d, _, n in todo if not is_simulated(d)]
         if remote_dst:
-            self._raw.check_writable(remote_dst)
+            self._raw.check_writable(remote_dst, alone=len(remote_dst) == len(todo))
         if not any(is_simulated(d) or is_simulated(s) for d, s, _ in todo) and self._raw.copy_direct(todo):
             return
         taken: List[Scratch] = []
