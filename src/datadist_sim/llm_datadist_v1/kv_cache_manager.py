@@ -212,7 +212,7 @@ class KvCacheManager:
             and kv_cache._cache_desc.placement is not Placement.HOST  # ``_is_cpu_cache``, on the exact class
         ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
             packed = pack_pulled_key(cache_key)
-            params = _kv_common.whole_batch(size, batch_index)
+            params = door.whole_batch(size, batch_index, _kv_common.NUM_TENSORS_PER_LAYER)
         else:
             packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
         request = door.PullRequest(kv_cache.cache_id, packed, params, False)

@@ -346,7 +346,7 @@ class CacheManager(LocalCacheOps, PushOps):
             and _kv_common.plain_pull_numbers(batch_index, size)
             and not cache._is_blocks_cache
         ):  # every check below passes: skip to the translation
-            params = _kv_common.whole_batch(size, batch_index)
+            params = door.whole_batch(size, batch_index, _kv_common.NUM_TENSORS_PER_LAYER)
         else:
             src_idx, dst_idx, tensor_num_per_layer = self._check_pull_cache(
                 cache_key, cache, batch_index, size, kwargs
