@@ -216,9 +216,11 @@ class KvCacheManager:
         ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
             packed = pack_pulled_key(cache_key)
             params = door.whole_batch(size, batch_index, _kv_common.NUM_TENSORS_PER_LAYER)
+            dst_id = kv_cache._cache_id  # the exact class: its own field, without the property's call
         else:
             packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
-        request = door.PullRequest(kv_cache.cache_id, packed, params, False)
+            dst_id = kv_cache.cache_id
+        request = door.PullRequest(dst_id, packed, params, False)
         _kv_common.submit_pull(self._world, self._node, request, "[pull_cache]", "cache_key = {}", cache_key)
 
     def _check_pull_cache(
