@@ -151,8 +151,8 @@ def pack_cache_desc(
 
 
 # A ``Key`` is made from the tuple of its fields as the named tuple's own ``_make`` makes one
-# (``tuple.__new__``), not through the Python ``__new__`` a ``NamedTuple`` is called by: that call was
-# half the cost of packing a key, and every pull packs one.
+# (``tuple.__new__``), not through the Python ``__new__`` a ``NamedTuple`` is called by: that call
+# costs as much as the rest of packing a key, and every pull packs one.
 
 
 def pack_cache_key(cache_key: CacheKey) -> PackedKey:
