@@ -87,6 +87,9 @@ class AddressSpace:
         new buffer (so whoever keeps views of the old one can make them again)."""
         self._poison: list[tuple[int, int]] = []  # (start, end), sorted; replaced, never mutated
         self._poison_span = 0  # the longest poisoned range: bounds how far back an overlap can start
+        self.has_poison = False
+        """Whether any range is poisoned: a plain attribute, kept with ``_poison`` wherever that is
+        replaced, since every transfer's fast path reads it."""
 
     # -- pools and the allocation index --------------------------------------------------------------
 
@@ -362,6 +365,7 @@ class AddressSpace:
                 return
             self._poison = [*poison[:index], entry, *poison[index:]]
             self._poison_span = max(self._poison_span, nbytes)
+            self.has_poison = True
 
     def heal(self, address: Optional[int] = None, nbytes: int = 1) -> None:
         """Drop poisoned ranges overlapping ``[address, address + nbytes)``, or all of them."""
@@ -369,6 +373,7 @@ class AddressSpace:
             if address is None:
                 self._poison = []
                 self._poison_span = 0
+                self.has_poison = False
             else:
                 self._drop_poison(address, address + nbytes)
 
@@ -378,11 +383,7 @@ class AddressSpace:
         if len(kept) != len(self._poison):
             self._poison = kept
             self._poison_span = max((high - low for low, high in kept), default=0)
-
-    @property
-    def has_poison(self) -> bool:
-        """Whether any range is poisoned (a cheap test for the transfer path)."""
-        return bool(self._poison)
+            self.has_poison = bool(kept)
 
     def poisoned_range(self, address: int, nbytes: int) -> Optional[tuple[int, int]]:
         """The first poisoned ``(start, end)`` overlapping ``[address, address + nbytes)``, or None.

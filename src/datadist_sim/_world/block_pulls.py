@@ -5,7 +5,8 @@ copies with (``tensor_views``, ``block_rows``), which the general path's block c
 A serving engine's pull moves a few dozen blocks of each of several tensors. numpy moves each tensor's
 blocks in one fancy-index copy, a fixed cost per tensor; what the simulator adds around those copies is
 a fixed cost per call, so the fewer Python steps the call takes, the closer a multi-tensor pull comes to
-numpy copying the same blocks. The checks below are ``plan_pull``'s, ``blocks_ranges``' and the
+numpy copying the same blocks. The link's checks are the gate both one-pass pulls share
+(``pull_gate.ready_link``); the checks below are ``plan_pull``'s, ``blocks_ranges``' and the
 block copy's, each written as one comparison that only says "it passes"; when one does not, nothing has
 changed and the planned path runs from the same state (and names the failure).
 """
@@ -17,7 +18,8 @@ from typing import Callable, Dict, Tuple
 import numpy as np
 
 from datadist_sim._world.caches import CacheEntry
-from datadist_sim._world.cluster import ClusterNode, PeerLink
+from datadist_sim._world.cluster import ClusterNode
+from datadist_sim._world.pull_gate import Ready
 from datadist_sim._world.requests import PullRequest
 from datadist_sim._world.world import SimWorld
 
@@ -66,37 +68,16 @@ def blocks_at_once(
     world: SimWorld,
     node: ClusterNode,
     request: PullRequest,
-    peer: PeerLink,
+    ready: Ready,
     pass_time: Callable[[float], None],
 ) -> bool:
     """The pull, whole, under the virtual clock, or False having changed nothing. As the contiguous pull
-    of ``pull_shortcut``: no fault rule is loaded and nothing else can change the world meanwhile."""
+    of ``pull_shortcut``: the link passed ``ready_link``, no fault rule is loaded and nothing else can
+    change the world meanwhile."""
+    _, local, store, now = ready
     key, params = request.key, request.params
     remote_id = key.cluster_id
-    local = world.caches.get(node.cluster_id)
-    store = world.caches.get(remote_id)
-    remote = world.node(remote_id)
-    now = world.now()
-    if (
-        params.src_tensors
-        or params.dst_tensors
-        or local is None
-        or store is None
-        or remote is None
-        or not node.alive
-        or not remote.alive
-        or remote_id == node.cluster_id
-        # a one-sided read finds the blocks key in the link's copy of the peer's table, not the live one
-        # (``PullBlocks`` is ``PullCache``, ``llm_datadist_v2.cc:247``, read by ``PullCacheByGet``,
-        # ``data_transfer_client.cc:231``): ``plan_pull`` does that lookup
-        or peer.by_table
-        or peer.since > now
-        or (
-            (peer.instance is not None and peer.instance is not remote)
-            if node.hixl
-            else node.cluster_id not in remote.peers
-        )
-    ):
+    if params.src_tensors or params.dst_tensors:
         return False
     dst = local.caches.get(request.dst_cache_id)
     if dst is None or dst.released or not dst.is_blocks:

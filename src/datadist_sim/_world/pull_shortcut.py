@@ -13,15 +13,21 @@ import numpy as np
 from datadist_sim._world.block_pulls import block_rows, blocks_at_once, tensor_views
 from datadist_sim._world.caches import CacheEntry, NodeCaches
 from datadist_sim._world.clock import VirtualClock, other_threads
-from datadist_sim._world.cluster import ClusterNode, PeerLink
+from datadist_sim._world.cluster import ClusterNode
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.fault_effects import time_out as _time_out
 from datadist_sim._world.keys import EngineKey
+from datadist_sim._world.ownership import enter_copy, leave_copy
+from datadist_sim._world.pull_gate import Ready, ready_link, unsafe
 from datadist_sim._world.pull_plan import Plan, plan_pull
 from datadist_sim._world.ranges import BlockRanges, Contiguous
 from datadist_sim._world.requests import PullRequest
 from datadist_sim._world.transfer import TIMEOUT_CODES, link_in_use, peer_gone
 from datadist_sim._world.world import SimWorld
+
+OnePass = Callable[[SimWorld, ClusterNode, PullRequest, Ready, Callable[[float], None]], bool]
+"""A one-pass pull (``_pull_at_once``, ``blocks_at_once``): True when it ran whole, False having
+changed nothing."""
 
 
 def fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool:
@@ -37,36 +43,42 @@ def fast_pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> bool:
     Alone (no other thread) it needs no lock at all; beside other threads (a fabric's, an asyncio
     executor's) it holds the world's lock and both stores' locks, which every change of what it reads
     takes, and takes only the commonest pull (``_beside_others``). Under a real clock the time passes in
-    wall time, outside the lock, so only a caller that is alone takes a fast path there."""
+    wall time, outside the lock, so only a caller that is alone takes a fast path there.
+
+    The one-pass pulls move bytes between pool memory this process holds (``tensor_views``), never
+    through the address space, so they run before the copy's parties are named (``ownership``); the
+    planned ones name them around their commit."""
     remote_id = request.key.cluster_id
-    peer = node.peers.get(remote_id)
-    if peer is None or _unsafe(world, peer, remote_id):
-        return False
     clock = world.clock
-    if other_threads():
-        return type(clock) is VirtualClock and _beside_others(world, node, request, peer, clock)
+    alone = not other_threads()
+    if type(clock) is VirtualClock:
+        ready = ready_link(world, node, remote_id)
+        if ready is not None:
+            at_once = blocks_at_once if request.blocks else _pull_at_once
+            if not alone:
+                return _beside_others(world, node, request, ready, at_once, clock)
+            # no other thread: nothing can contend for the locks, so the one-pass pull goes without
+            # them (a lock is 4 % of a small pull; a finalizer run in this thread would pass the
+            # reentrant lock too)
+            if at_once(world, node, request, ready, clock.pass_alone):
+                return True
+    if not alone:
+        return False
+    peer = node.peers.get(remote_id)
+    if peer is None or unsafe(world, peer, remote_id):
+        return False
     if type(clock) is not VirtualClock:
         return _in_real_time(world, node, request)
-    # no other thread: nothing can contend for the locks, so the one-pass pull goes without them (a
-    # lock is 4 % of a small pull; a finalizer run in this thread would pass the reentrant lock too)
-    at_once = blocks_at_once if request.blocks else _pull_at_once
-    return at_once(world, node, request, peer, clock.pass_alone) or _planned(world, node, request, clock)
-
-
-def _unsafe(world: SimWorld, peer: PeerLink, remote_id: int) -> bool:
-    """What sends a pull down the slow path whatever it is: a broken or lost link, a killed peer, a
-    fault rule loaded (it may fire on the transfer) or poisoned memory (a range may meet it)."""
-    return (
-        peer.broken
-        or peer.peer_lost
-        or remote_id in world.killed
-        or not world.faults.idle
-        or world.memory.has_poison
-    )
+    return _planned(world, node, request, clock)
 
 
 def _beside_others(
-    world: SimWorld, node: ClusterNode, request: PullRequest, peer: PeerLink, clock: VirtualClock
+    world: SimWorld,
+    node: ClusterNode,
+    request: PullRequest,
+    ready: Ready,
+    at_once: OnePass,
+    clock: VirtualClock,
 ) -> bool:
     """The fast pull while other threads run, under the virtual clock: the world's lock, then both
     stores' locks, held from the checks to the commit. Every change of what the pull reads takes one of
@@ -82,10 +94,7 @@ def _beside_others(
     ``LLM_LINK_BUSY``), the same pull in flight (``LLM_REPEAT_REQUEST``), and any pull but the commonest
     (``_pull_at_once``: registered memory may be another process's, whose bytes a fabric asks for)."""
     remote_id = request.key.cluster_id
-    local = world.caches.get(node.cluster_id)
-    store = world.caches.get(remote_id)
-    if local is None or store is None:
-        return False
+    _, local, store, _ = ready
     with world.lock:
         if not local.lock.acquire(blocking=False):
             return False
@@ -93,17 +102,16 @@ def _beside_others(
             if not store.lock.acquire(blocking=False):
                 return False
             try:
+                again = ready_link(world, node, remote_id)  # again, now that nothing can change it
                 if (
-                    world.caches.get(node.cluster_id) is not local  # finalized and back meanwhile
-                    or world.caches.get(remote_id) is not store
-                    or node.peers.get(remote_id) is not peer
-                    or _unsafe(world, peer, remote_id)  # again, now that nothing can change it
+                    again is None
+                    or again[1] is not local  # finalized and back meanwhile
+                    or again[2] is not store
                     or (request.key, request.dst_cache_id) in local.inflight
                     or link_in_use(local, store, node.cluster_id, remote_id)
                 ):
                     return False
-                at_once = blocks_at_once if request.blocks else _pull_at_once
-                return at_once(world, node, request, peer, clock.sleep)
+                return at_once(world, node, request, again, clock.sleep)
             finally:
                 store.lock.release()
         finally:
@@ -120,7 +128,7 @@ def _planned(world: SimWorld, node: ClusterNode, request: PullRequest, clock: Vi
         store, src, consume, plan, seconds = planned
         start = world.now()
         clock.sleep(start + seconds - start)  # as ``_pass_time`` with nothing due
-        lost = _commit(world, plan, store, src, consume)
+        lost = _commit(world, node, request.key.cluster_id, plan, store, src, consume)
     if lost:
         _time_out(world, node, request.key.cluster_id, plan.nbytes, waited_s=seconds)
     return True
@@ -139,7 +147,9 @@ def _in_real_time(world: SimWorld, node: ClusterNode, request: PullRequest) -> b
     start = world.now()
     world.elapse(start + seconds - world.now())
     with world.lock:
-        lost = peer_gone(world, node, remote_id, remote) or _commit(world, plan, store, src, consume)
+        lost = peer_gone(world, node, remote_id, remote) or _commit(
+            world, node, remote_id, plan, store, src, consume
+        )
     if lost:
         _time_out(world, node, remote_id, plan.nbytes, waited_s=seconds)
     return True
@@ -163,44 +173,27 @@ def _pull_at_once(
     world: SimWorld,
     node: ClusterNode,
     request: PullRequest,
-    peer: PeerLink,
+    ready: Ready,
     pass_time: Callable[[float], None],
 ) -> bool:
     """The commonest pull, whole, under the virtual clock: a whole batch of every tensor between two
-    pool-backed contiguous caches over a ready link. Each test below is one of ``plan_pull``'s checks
-    (``store_of``, ``live``, ``linked_store``, ``contiguous_plan``) or of the fast path's (the timeout,
-    resolved bytes) written as a plain comparison that only says "it passes"; then the same time passes and
-    the same bytes move as ``_commit`` would move them (none in a metadata-only world). When a test does not
+    pool-backed contiguous caches over a ready link (``ready_link``). Each test below is one of
+    ``plan_pull``'s checks (``live``, ``contiguous_plan``) or of the fast path's (the timeout, resolved
+    bytes) written as a plain comparison that only says "it passes"; then the same time passes and the
+    same bytes move as ``_commit`` would move them (none in a metadata-only world). When a test does not
     pass, or the pull is anything else, this returns False having changed nothing, and ``plan_pull`` plans
     the pull (and names what fails) from the same state. No fault rule is loaded, and nothing else can change
     the world meanwhile: the caller is the only thread, or holds the world's and both stores' locks
     (``_beside_others``). ``pass_time`` lets the seconds pass on the virtual clock."""
+    _, local, store, now = ready
     key, params = request.key, request.params
     remote_id = key.cluster_id
-    local = world.caches.get(node.cluster_id)
-    store = world.caches.get(remote_id)
-    remote = world.node(remote_id)
-    now = world.now()
     if (
-        request.blocks
-        or params.src_tensors
+        params.src_tensors
         or params.dst_tensors
         or params.src_offset > 0
         or params.dst_offset > 0
-        or local is None
-        or store is None
-        or remote is None
-        or not node.alive
-        or not remote.alive
         or store.legacy_codes
-        or remote_id == node.cluster_id
-        or peer.by_table  # a one-sided read finds the cache in the link's table copy: ``plan_pull``
-        or peer.since > now
-        or (
-            (peer.instance is not None and peer.instance is not remote)
-            if node.hixl
-            else node.cluster_id not in remote.peers
-        )
     ):
         return False
     dst = local.caches.get(request.dst_cache_id)
@@ -252,11 +245,19 @@ def _nothing_behind(world: SimWorld, src: CacheEntry, dst: CacheEntry) -> bool:
 
 
 def _commit(
-    world: SimWorld, plan: Plan, store: NodeCaches, src: CacheEntry, consume: Optional[EngineKey]
+    world: SimWorld,
+    node: ClusterNode,
+    remote_id: int,
+    plan: Plan,
+    store: NodeCaches,
+    src: CacheEntry,
+    consume: Optional[EngineKey],
 ) -> bool:
     """Move the bytes and consume the key; True (nothing moved) when the memory's serving process went
     silent, as in ``run_transfer``. The bytes go by each tensor's resolved bytes where the layout allows, else
-    range by range through the address space; the same bytes either way."""
+    range by range through the address space, with the copy's parties named (the pull writes the caller's
+    memory from the peer's, ``ownership``); the same bytes either way."""
+    before = enter_copy(node.cluster_id, remote_id)
     try:
         if isinstance(plan, Contiguous):
             source, target = tensor_views(world, plan.src), tensor_views(world, plan.dst)
@@ -272,6 +273,8 @@ def _commit(
         if exc.code not in TIMEOUT_CODES:
             raise
         return True
+    finally:
+        leave_copy(before)
     if consume is not None:
         store.consume(src, consume)
     return False

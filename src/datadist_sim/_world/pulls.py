@@ -29,6 +29,8 @@ def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
     removed meanwhile gives ``LLM_KV_CACHE_NOT_EXIST`` and nothing is written. The same pull (same key,
     same destination) while one is in flight gives ``LLM_REPEAT_REQUEST``.
     """
+    if fast_pull(world, node, request):  # it names the copy's parties itself where it needs them
+        return
     before = enter_copy(node.cluster_id, request.key.cluster_id)  # the caller's memory is written
     try:
         _pull(world, node, request)
@@ -37,8 +39,6 @@ def pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
 
 
 def _pull(world: SimWorld, node: ClusterNode, request: PullRequest) -> None:
-    if fast_pull(world, node, request):
-        return
     local = store_of(world, node)
     dst_cache_id, key = request.dst_cache_id, request.key
     inflight = (key, dst_cache_id)

@@ -231,8 +231,12 @@ class Trace:
         if other_threads():
             with self._lock:
                 self._keep(fields)
-        else:  # alone: nothing reads or writes the trace meanwhile, so no lock (4 % of a small pull)
-            self._keep(fields)
+            return
+        # alone: nothing reads or writes the trace meanwhile, so no lock (4 % of a small pull), and
+        # ``_keep``'s three steps in line (the call would be another 1 %)
+        self._events.append(fields)
+        self.total += 1
+        self._kept_as_fields = True
 
     def _keep(self, fields: _Call) -> None:
         self._events.append(fields)

@@ -40,11 +40,6 @@ def plain_pull_numbers(batch_index: object, size: object) -> bool:
     )
 
 
-def whole_batch(size: int, batch_index: int) -> door.PullParams:
-    """The parameters of a shortcut pull: whole layers, the default tensors per layer."""
-    return door.whole_batch(size, batch_index, NUM_TENSORS_PER_LAYER)
-
-
 def submit_pull(
     world: SimWorld, node: ClusterNode, request: door.PullRequest, func_name: str, info: str, arg: object
 ) -> None:

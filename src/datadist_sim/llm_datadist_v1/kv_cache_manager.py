@@ -54,6 +54,9 @@ from datadist_sim.llm_datadist_v1.tensor import Tensor, TensorDesc
 _log = logging.getLogger("datadist_sim.llm_datadist")
 _NUM_TENSORS_PER_LAYER = _kv_common.NUM_TENSORS_PER_LAYER
 _PULL_KEY_TYPES: FrozenSet[type] = frozenset({CacheKey, CacheKeyByIdAndIndex})
+_DECODER, _HOST = LLMRole.DECODER, Placement.HOST
+"""The members ``pull_cache``'s shortcut compares with, read once: reading an enum's member from its
+class goes through the enum's machinery on Python < 3.12 (about as long as the rest of a comparison)."""
 """The key classes ``pull_cache`` takes as they are (its plain happy-path check)."""
 Keys = Union[Tuple[CacheKey, ...], List[CacheKey]]
 
@@ -205,17 +208,19 @@ class KvCacheManager:
     ) -> None:
         if (
             not kwargs
-            and self._role == LLMRole.DECODER
+            and self._role is _DECODER
             and type(cache_key) in _PULL_KEY_TYPES
             and type(kv_cache) is KvCache
             and _kv_common.plain_pull_numbers(batch_index, size)
-            and kv_cache._cache_desc.placement is not Placement.HOST  # ``_is_cpu_cache``, on the exact class
+            and kv_cache._cache_desc.placement is not _HOST  # ``_is_cpu_cache``, on the exact class
         ):  # every check of ``_check_pull_cache`` passes: only the key's own remain
             packed = pack_pulled_key(cache_key)
-            params = _kv_common.whole_batch(size, batch_index)
+            params = door.whole_batch(size, batch_index, _kv_common.NUM_TENSORS_PER_LAYER)
+            dst_id = kv_cache._cache_id  # the exact class: its own field, without the property's call
         else:
             packed, params = self._check_pull_cache(cache_key, kv_cache, batch_index, size, kwargs)
-        request = door.PullRequest(kv_cache.cache_id, packed, params, False)
+            dst_id = kv_cache.cache_id
+        request = door.PullRequest(dst_id, packed, params, False)
         _kv_common.submit_pull(self._world, self._node, request, "[pull_cache]", "cache_key = {}", cache_key)
 
     def _check_pull_cache(

@@ -346,7 +346,8 @@ class CacheManager(LocalCacheOps, PushOps):
             and _kv_common.plain_pull_numbers(batch_index, size)
             and not cache._is_blocks_cache
         ):  # every check below passes: skip to the translation
-            params = _kv_common.whole_batch(size, batch_index)
+            params = door.whole_batch(size, batch_index, _kv_common.NUM_TENSORS_PER_LAYER)
+            dst_id = cache._cache_id  # the exact class: its own field, without the property's call
         else:
             src_idx, dst_idx, tensor_num_per_layer = self._check_pull_cache(
                 cache_key, cache, batch_index, size, kwargs
@@ -354,10 +355,12 @@ class CacheManager(LocalCacheOps, PushOps):
             params = door.PullParams(
                 size, batch_index, (), (), src_idx, dst_idx, -1, -1, tensor_num_per_layer
             )
+            dst_id = cache.cache_id
         packed = pack_pulled_key(cache_key)
-        request = door.PullRequest(cache.cache_id, packed, params, False)
+        request = door.PullRequest(dst_id, packed, params, False)
         _kv_common.submit_pull(self._world, self._node, request, "[pull_cache]", "cache_key = {}", cache_key)
-        _log.info("[pull_cache] success")
+        if _log.isEnabledFor(logging.INFO):  # the line made only when someone listens (a step per pull)
+            _log.info("[pull_cache] success")
 
     def _check_pull_cache(
         self,

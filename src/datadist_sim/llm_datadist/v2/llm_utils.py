@@ -150,9 +150,14 @@ def pack_cache_desc(
     )
 
 
+# A ``Key`` is made from the tuple of its fields as the named tuple's own ``_make`` makes one
+# (``tuple.__new__``), not through the Python ``__new__`` a ``NamedTuple`` is called by: that call
+# costs as much as the rest of packing a key, and every pull packs one.
+
+
 def pack_cache_key(cache_key: CacheKey) -> PackedKey:
     """(cluster_id, cache_id, batch_index, req_id, prefix_id, model_id, is_blocks) of a ``CacheKey``."""
-    return Key(
+    fields = (
         cache_key.prompt_cluster_id,
         -1,
         0,
@@ -161,27 +166,26 @@ def pack_cache_key(cache_key: CacheKey) -> PackedKey:
         cache_key.model_id,
         False,
     )
+    return tuple.__new__(Key, fields)
 
 
 def pack_cache_key_by_id(cache_key: CacheKeyByIdAndIndex) -> PackedKey:
     if type(cache_key) is CacheKeyByIdAndIndex:  # its own fields, read without the properties' calls
-        return Key(
-            cache_key._prompt_cluster_id,
-            cache_key._prompt_cache_id,
-            cache_key._prompt_batch_index,
-            _INVALID_ID,
-            _INVALID_ID,
-            0,
-            False,
+        return tuple.__new__(
+            Key,
+            (
+                cache_key._prompt_cluster_id,
+                cache_key._prompt_cache_id,
+                cache_key._prompt_batch_index,
+                _INVALID_ID,
+                _INVALID_ID,
+                0,
+                False,
+            ),
         )
-    return Key(
-        cache_key.cluster_id,
-        cache_key.cache_id,
-        cache_key.batch_index,
-        _INVALID_ID,
-        _INVALID_ID,
-        0,
-        False,
+    return tuple.__new__(
+        Key,
+        (cache_key.cluster_id, cache_key.cache_id, cache_key.batch_index, _INVALID_ID, _INVALID_ID, 0, False),
     )
 
 
@@ -195,7 +199,9 @@ def pack_pulled_key(cache_key: Union[CacheKey, CacheKeyByIdAndIndex]) -> PackedK
 
 
 def pack_block_cache_key(cache_key: BlocksCacheKey) -> PackedKey:
-    return Key(cache_key.prompt_cluster_id, -1, 0, _INVALID_ID, _INVALID_ID, cache_key.model_id, True)
+    return tuple.__new__(
+        Key, (cache_key.prompt_cluster_id, -1, 0, _INVALID_ID, _INVALID_ID, cache_key.model_id, True)
+    )
 
 
 def pack_mem_info(mem_info: MemInfo) -> Tuple[int, int, int]:
