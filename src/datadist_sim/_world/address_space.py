@@ -335,7 +335,7 @@ class AddressSpace:
         """Run a copy ``small_pair`` found, as ``copy_ranges`` would have; False (nothing written) if it
         cannot so: memory is poisoned (the full path says where), the maps were read again since, or a
         page of either range is gone."""
-        return not self._poison and self.process_memory.copy_pair(again)
+        return not self.has_poison and self.process_memory.copy_pair(again)
 
     def _pieces(self, address: int, nbytes: int, writable: bool) -> Union[Bytes, List[Bytes], int, None]:
         """As ``resolve``, but a simulated range across the end of the bytes asked for comes in two
