@@ -170,3 +170,58 @@ def test_one_process_on_both_sides_is_not_read_directly() -> None:
     router = RawRouter(lambda *_: None, 1.0, lambda cluster: None, lambda address, _n: [both])  # type: ignore[list-item]
     assert not router.copy_direct([(0x8000, 0x1000, 4096)])
     assert log == []
+
+
+def test_a_large_copy_is_split_into_parts_that_cover_each_byte_once() -> None:
+    from datadist_sim.fabric.transport.peer_memory import split_copies
+
+    copies = [(0x10000, 0x90000, 3 << 20), (0x800000, 0xA00000, 5000), (0x900000, 0xB00000, 0)]
+    parts = split_copies(copies, 4)
+    assert 1 < len(parts) <= 4
+    flat = [piece for part in parts for piece in part]
+    covered = {(dst + i, src + i) for dst, src, n in flat for i in range(0, n, 4096)}
+    assert sum(n for _, _, n in flat) == sum(n for _, _, n in copies)
+    assert len(covered) == len({(d + i, s + i) for d, s, n in copies for i in range(0, n, 4096)})
+    # every cut falls on a page boundary of its copy, and pieces of one copy stay in order
+    for (dst, src, n), nxt in zip(flat, flat[1:]):
+        if nxt[0] == dst + n:
+            assert n % 4096 == 0
+            assert nxt[1] == src + n
+    assert split_copies(copies, 1) == [copies]
+
+
+def test_a_copy_split_among_threads_reads_every_byte(
+    child: Tuple[int, int, Tuple[int, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datadist_sim.fabric.transport import peer_memory
+
+    pid, address, mark = child
+    if not xmem.readable(pid, mark, [(address, 1 << 16)]):
+        pytest.skip("the kernel does not let this process read its child's memory")
+    monkeypatch.setattr(peer_memory, "_ways", lambda total: 3)
+    used: List[int] = []
+    real = peer_memory._read_part
+    monkeypatch.setattr(
+        peer_memory, "_read_part", lambda pid, part: (used.append(len(part)), real(pid, part))
+    )
+    out = np.zeros(1 << 16, dtype=np.uint8)
+    xmem.read_from(pid, [(out.ctypes.data, address, 1 << 16)])
+    assert len(used) == 3  # three parts, each read
+    assert out.tolist() == (np.arange(1 << 16) % 251).tolist()
+
+
+def test_a_failed_part_of_a_split_copy_raises_and_writes_only_the_copy(
+    child: Tuple[int, int, Tuple[int, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datadist_sim.fabric.transport import peer_memory
+
+    pid, address, mark = child
+    if not xmem.readable(pid, mark, [(address, 1 << 16)]):
+        pytest.skip("the kernel does not let this process read its child's memory")
+    monkeypatch.setattr(peer_memory, "_ways", lambda total: 2)
+    out = np.zeros(3 << 14, dtype=np.uint8)
+    # the first 32 KiB are the peer's, the next 16 KiB lie at an address the peer does not have
+    copies = [(out.ctypes.data, address, 1 << 15), (out.ctypes.data + (1 << 15), 0x10, 1 << 13)]
+    with pytest.raises(xmem.PeerMemoryError):
+        xmem.read_from(pid, copies)
+    assert not out[1 << 15 :].any()  # the range the peer lacks, and the bytes past every copy

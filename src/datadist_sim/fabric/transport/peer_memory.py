@@ -14,6 +14,7 @@ import ctypes
 import errno
 import os
 import sys
+import threading
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -80,8 +81,82 @@ def read_once(pid: int, local: int, remote: int, nbytes: int) -> int:
 
 
 def read_from(pid: int, copies: Sequence[Copy]) -> None:
-    """Copy each ``(local, remote, nbytes)`` from the peer ``pid`` into this process, one kernel copy
-    each; a failure part-way raises ``PeerMemoryError``."""
+    """Copy each ``(local, remote, nbytes)`` from the peer ``pid`` into this process, one kernel copy of
+    each byte; a failure part-way raises ``PeerMemoryError`` (each destination byte then holds either
+    its old value or the peer's: nothing outside the copies is written).
+
+    A large copy is split into contiguous parts read at once by threads, one per CPU this process may
+    run on (``split_copies``): the kernel copies each part on the CPU of the thread that asked, and on
+    x86 machines without fast string moves (``erms``/``fsrm``) one CPU copies at about half the speed
+    of a ``memcpy`` between two mappings (benchmarks/README.md, "The 64 MiB raw-pointer pull"), so a
+    second CPU is what brings the copy near it. The threads release the GIL in the call."""
+    parts = split_copies(copies, _ways(sum(nbytes for _, _, nbytes in copies)))
+    if len(parts) <= 1:
+        _read_part(pid, copies)
+        return
+    failed: List[Exception] = []
+
+    def run(part: Sequence[Copy]) -> None:
+        try:
+            _read_part(pid, part)
+        except Exception as exc:  # raised in this thread once every part has stopped
+            failed.append(exc)
+
+    helpers = [threading.Thread(target=run, args=(part,), daemon=True) for part in parts[1:]]
+    for helper in helpers:
+        helper.start()
+    run(parts[0])
+    for helper in helpers:
+        helper.join()
+    if failed:
+        raise failed[0]
+
+
+PART_MIN_BYTES = 4 << 20
+"""Smallest part a copy is split into: below it a thread's start (tens of microseconds) costs more than
+the part's copy gains from running beside another."""
+MAX_WAYS = 4
+"""Most threads one copy is split among."""
+
+
+def _ways(total: int) -> int:
+    """How many threads a copy of ``total`` bytes is read by: one per CPU this process may use, each
+    with at least ``PART_MIN_BYTES``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_WAYS, total // PART_MIN_BYTES))
+
+
+def split_copies(copies: Sequence[Copy], ways: int) -> List[List[Copy]]:
+    """``copies`` cut into at most ``ways`` parts of about equal bytes (each cut on a page boundary of
+    the copy), in order; together they cover every byte of every copy exactly once."""
+    total = sum(nbytes for _, _, nbytes in copies)
+    if ways <= 1 or total == 0:
+        return [list(copies)]
+    share = -(-total // ways)
+    share = -(-share // _PAGE) * _PAGE
+    parts: List[List[Copy]] = [[]]
+    room = share
+    for local, remote, nbytes in copies:
+        done = 0
+        while done < nbytes:
+            if room == 0:
+                parts.append([])
+                room = share
+            take = min(room, nbytes - done)
+            parts[-1].append((local + done, remote + done, take))
+            done += take
+            room -= take
+    return parts
+
+
+_PAGE = 4096
+
+
+def _read_part(pid: int, copies: Sequence[Copy]) -> None:
+    """``read_from`` in the calling thread."""
     for local, remote, nbytes in copies:
         done = 0
         while done < nbytes:
