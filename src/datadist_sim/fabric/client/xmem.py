@@ -2,11 +2,12 @@
 
 A pull between raw pointers of two client processes is, on the device, one RDMA read. Through shared
 scratch files it is two copies (the owner into the file, the reader out of it); with
-``process_vm_readv`` the reading process copies the peer's pages into its own in one step, as fast as a
-``memcpy`` between two mappings. The kernel allows it only where this process may trace the other
-(same user, and Yama's ``ptrace_scope`` 0, or 1 with the reader an ancestor); elsewhere ``readable``
-answers False before anything is written, and the fabric keeps the scratch-file path. The kernel call
-itself is ``fabric/transport/peer_memory.py``'s (the fabric reads small ranges with it too).
+``process_vm_readv`` the reading process copies the peer's pages into its own in one step, at the speed
+of the kernel's copy (which, on x86 without fast string moves, is half a ``memcpy`` per CPU: a large one
+is split among threads, ``peer_memory.read_from``). The kernel allows it only where this process may
+trace the other (same user, and Yama's ``ptrace_scope`` 0, or 1 with the reader an ancestor); elsewhere
+``readable`` answers False before anything is written, and the fabric keeps the scratch-file path. The
+kernel call itself is ``fabric/transport/peer_memory.py``'s (the fabric reads small ranges with it too).
 """
 
 from __future__ import annotations
