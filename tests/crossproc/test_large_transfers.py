@@ -52,6 +52,9 @@ def test_large_pulls_between_raw_pointers_and_shared_caches_arrive_intact(fabric
     # raw to raw went process to process where the kernel allows it, else through one scratch file
     expected_direct = 2 if direct and _siblings_may_read_each_other() else 0
     assert int(decode.expect("direct_copies")) == expected_direct
+    # each direct copy (2 MiB, parts of at least 1 MiB in this program) read by one thread per CPU, up to 2
+    ways = min(len(os.sched_getaffinity(0)), 2) if hasattr(os, "sched_getaffinity") else 1
+    assert int(decode.expect("parts_read")) == expected_direct * ways
     decode.expect("pulled")
     decode.tell()
     prompt.tell()

@@ -35,6 +35,13 @@ if side == "prompt":
         view[...] = pattern(60 + i, SHAPE, np.float16)
     say("shared_id", shared.cache_id)
 else:
+    from datadist_sim.fabric.transport import peer_memory
+
+    # parts of 1 MiB, so the raw -> raw pull's 2 MiB is read split among threads as a large one is
+    peer_memory.PART_MIN_BYTES = 1 << 20
+    parts: list = []
+    read_part = peer_memory._read_part
+    peer_memory._read_part = lambda pid, copies: (parts.append(pid), read_part(pid, copies))[1]
     raw = [np.zeros(SHAPE, dtype=np.float16) for _ in range(2)]
     registered = cm.register_cache(desc, [a.ctypes.data for a in raw])
     shared = cm.allocate_cache(desc)
@@ -57,6 +64,7 @@ if side == "decode":
         say("shared_to_raw", all(np.array_equal(a, s) for a, s in zip(raw, sent_shared)))
     say("scratch_files_made", datadist_sim.fabric.status()["scratch_files_made"])
     say("direct_copies", datadist_sim.fabric.status()["direct_copies"])
+    say("parts_read", len(parts))
     say("pulled")
 wait_for_go()
 dd.unlink(comm_id)
