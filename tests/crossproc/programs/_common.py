@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 
@@ -29,6 +30,16 @@ def say(*parts: object) -> None:
 
 def wait_for_go() -> None:
     sys.stdin.readline()
+
+
+def line() -> str:
+    """The next line the test sends, without its newline."""
+    return sys.stdin.readline().strip()
+
+
+def digest(data: object) -> str:
+    """A short fingerprint of bytes a side reports, so the test compares both sides' without sending them."""
+    return hashlib.sha256(bytes(data)).hexdigest()  # type: ignore[call-overload]
 
 
 RANK_TABLE = json.dumps(

@@ -5,29 +5,17 @@ reports its bytes when told; ``client`` registers its own (ctypes), connects to 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import sys
 
 import _common  # noqa: F401  (installs the fake)
 import hixl
 import numpy as np
+from _common import digest, line, say
 
 SERVER = "127.0.0.1:16101"
 CLIENT = "127.0.0.1:16100"
 SIZE = 512 << 10  # above the fabric's inline limit: the large READ goes through shared memory
 SMALL = 4 << 10
-
-
-def say(*parts: object) -> None:
-    print(*parts, flush=True)
-
-
-def line() -> str:
-    return sys.stdin.readline().strip()
-
-
-def digest(data: object) -> str:
-    return hashlib.sha256(bytes(data)).hexdigest()  # type: ignore[call-overload]
 
 
 def server() -> None:

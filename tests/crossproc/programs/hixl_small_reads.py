@@ -11,6 +11,7 @@ from typing import List
 
 import _common  # noqa: F401  (installs the fake)
 import hixl
+from _common import line, say
 
 import datadist_sim.fabric
 import datadist_sim.fabric.client.client as fabric_client
@@ -22,14 +23,6 @@ SMALL = 4 << 10
 
 served: List[str] = []
 fabric_client.before_serving = served.append  # every memory request the fabric makes of this process
-
-
-def say(*parts: object) -> None:
-    print(*parts, flush=True)
-
-
-def line() -> str:
-    return sys.stdin.readline().strip()
 
 
 def server() -> None:

@@ -5,7 +5,6 @@ READs and WRITEs both caches (docs/hixl_engine_facts.md §6)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 
@@ -13,23 +12,12 @@ import _common  # noqa: F401  (installs the fake)
 import hixl
 import llm_datadist as llm
 import numpy as np
+from _common import digest, line, say
 
 from datadist_sim.fabric import tensor_views
 
 PROMPT = "127.0.0.1:16201"
 SIZE = 8 << 10
-
-
-def say(*parts: object) -> None:
-    print(*parts, flush=True)
-
-
-def line() -> str:
-    return sys.stdin.readline().strip()
-
-
-def digest(data: object) -> str:
-    return hashlib.sha256(bytes(data)).hexdigest()  # type: ignore[call-overload]
 
 
 def prompt() -> None:
