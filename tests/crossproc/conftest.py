@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -135,6 +135,35 @@ def fabric() -> Iterator[Fabric]:
         yield world
     finally:
         world.close()
+
+
+Child = Tuple[int, int, Tuple[int, bytes]]
+"""A process holding known bytes: its pid, their address there, and its mark (``xmem.identity``)."""
+
+_CHILD = """
+import sys
+import numpy as np
+from datadist_sim.fabric.client import xmem
+data = (np.arange(1 << 16) % 251).astype(np.uint8)
+where, mark = xmem.identity()
+print(data.ctypes.data, where, mark.hex(), flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.fixture
+def child() -> Iterator[Child]:
+    """A process holding 64 KiB of known bytes, ``(n % 251 for n in range(65536))``: ``(pid, their
+    address, its mark)``, for the tests that read another process's memory."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        address, where, mark = proc.stdout.readline().split()
+        yield proc.pid, int(address), (int(where), bytes.fromhex(mark))
+    finally:
+        proc.communicate("\n", timeout=30)  # lets it exit, and closes both pipes
 
 
 def pytest_configure(config: pytest.Config) -> None:

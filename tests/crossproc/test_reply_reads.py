@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import subprocess
-import sys
 from typing import Any, Iterator, List, Tuple
 
 import numpy as np
@@ -20,33 +18,9 @@ from datadist_sim.fabric.host.carried import INLINE_BYTES, carrying
 from datadist_sim.fabric.host.raw import RawRouter
 from datadist_sim.fabric.transport import peer_memory
 
+from .conftest import Child
+
 PARAM_INVALID = 103900
-
-_CHILD = """
-import sys
-import numpy as np
-from datadist_sim.fabric.client import xmem
-data = (np.arange(1 << 16) % 251).astype(np.uint8)
-where, mark = xmem.identity()
-print(data.ctypes.data, where, mark.hex(), flush=True)
-sys.stdin.readline()
-"""
-
-Child = Tuple[int, int, Tuple[int, bytes]]
-
-
-@pytest.fixture
-def child() -> Iterator[Child]:
-    """A process holding 64 KiB of known bytes: ``(pid, their address, its mark)``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        address, where, mark = proc.stdout.readline().split()
-        yield proc.pid, int(address), (int(where), bytes.fromhex(mark))
-    finally:
-        proc.communicate("\n", timeout=30)
 
 
 needs_readv = pytest.mark.skipif(peer_memory._READV is None, reason="needs Linux process_vm_readv")

@@ -4,9 +4,7 @@ an owner leaves for the write that follows (``fabric/host/raw.py``)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from typing import Any, Iterator, List, Tuple
+from typing import Any, List, Tuple
 
 import numpy as np
 import pytest
@@ -18,30 +16,6 @@ from datadist_sim.fabric.host.raw import _holding
 from datadist_sim.fabric.host.shm import ScratchPool, shm_directory
 
 pytestmark = pytest.mark.skipif(xmem._READV is None, reason="needs Linux process_vm_readv")
-
-_CHILD = """
-import sys
-import numpy as np
-from datadist_sim.fabric.client import xmem
-data = (np.arange(1 << 16) % 251).astype(np.uint8)
-where, mark = xmem.identity()
-print(data.ctypes.data, where, mark.hex(), flush=True)
-sys.stdin.readline()
-"""
-
-
-@pytest.fixture
-def child() -> Iterator[Tuple[int, int, Tuple[int, bytes]]]:
-    """A process holding 64 KiB of known bytes: ``(pid, their address, its mark)``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        address, where, mark = proc.stdout.readline().split()
-        yield proc.pid, int(address), (int(where), bytes.fromhex(mark))
-    finally:
-        proc.communicate("\n", timeout=30)  # lets it exit, and closes both pipes
 
 
 def _own(address: int, nbytes: int, *, writable: bool) -> None:
