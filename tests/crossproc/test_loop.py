@@ -30,9 +30,11 @@ def _no_reference(pid: Any) -> Any:
 
 
 class _Served:
-    """A ``LeaderLoop`` on a socket in ``folder``, its connections answering with ``handler``."""
+    """A ``LeaderLoop`` on a socket in ``folder``, its connections answering with ``handler``;
+    ``prepare`` sees the loop before it runs (a test that wraps one of its steps must do it then: once
+    the leader waits inside a step, a wrapper set later misses that call)."""
 
-    def __init__(self, folder: Path, handler: Any) -> None:
+    def __init__(self, folder: Path, handler: Any, prepare: Any = None) -> None:
         self.path = str(folder / "loop.sock")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(self.path)
@@ -53,6 +55,8 @@ class _Served:
             return conn
 
         self.loop = loop.LeaderLoop(listener, TOKEN, admit, self.pool)
+        if prepare is not None:
+            prepare(self.loop)
         self.thread = threading.Thread(target=self.loop.run, args=(lambda: True,), daemon=True)
         self.thread.start()
 
@@ -80,8 +84,8 @@ class _Served:
 def served(tmp_path: Path) -> Iterator[Any]:
     made: List[_Served] = []
 
-    def make(handler: Any) -> _Served:
-        made.append(_Served(tmp_path, handler))
+    def make(handler: Any, prepare: Any = None) -> _Served:
+        made.append(_Served(tmp_path, handler, prepare))
         return made[-1]
 
     yield make
@@ -231,19 +235,22 @@ def test_a_stop_that_lands_as_the_leader_takes_a_request_does_not_wait_for_its_a
         started.set()
         return release.wait(WAIT_S)
 
-    fabric = served(handler)
-    collect = fabric.loop._collect
+    def stop_after_the_read(leader: loop.LeaderLoop) -> None:
+        collect = leader._collect
+        others = set(threading.enumerate())  # another loop's standby in this process is not waited for
 
-    def collect_then_stop() -> Any:
-        work = collect()
-        if work:
-            fabric.loop.stop()  # the stop lands here, after the read, before the answer
-            for thread in threading.enumerate():
-                if thread.name == "fabric-standby":
-                    thread.join(WAIT_S)  # and the standby has looked and left
-        return work
+        def collect_then_stop() -> Any:
+            work = collect()
+            if work:
+                leader.stop()  # the stop lands here, after the read, before the answer
+                for thread in threading.enumerate():
+                    if thread.name == "fabric-standby" and thread not in others:
+                        thread.join(WAIT_S)  # and the standby has looked and left
+            return work
 
-    fabric.loop._collect = collect_then_stop
+        leader._collect = collect_then_stop  # type: ignore[method-assign]
+
+    fabric = served(handler, stop_after_the_read)
     caller = threading.Thread(target=lambda: _call_quietly(fabric), daemon=True)
     caller.start()
     try:
