@@ -36,7 +36,7 @@ Rules name an engine by its ``local_engine`` string (``Fault.kill("10.0.0.1:2600
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, Tuple
 
 from datadist_sim._status_hixl import Code, HixlCode, as_llm
 from datadist_sim._world.errors import SimError
@@ -161,14 +161,11 @@ def transfer_sync(
     first when the timeout rule says so). Every such end leaves the connection unusable."""
     if world.faults.idle and not engine.broken:
         return duration
-    _usable(engine, remote)
-    if world.faults.idle:
+    met = _rules_met(world, engine, remote, "hixl.transfer_sync")
+    if met is None:
         return duration
-    op = "hixl.transfer_sync"
-    effect = transfer_effect(world.faults.on_call(Call(op, engine.name, remote)), world.faults.coin)
+    effect, peer, ends = met
     duration += sum(effect.delays)
-    peer = _peer(engine, remote)
-    ends = _end(world, engine, remote, peer, effect)
     if ends is None and duration <= timeout_s:
         return duration
     if ends is not None and ends.hixl is not HixlCode.TIMEOUT:
@@ -193,13 +190,11 @@ def transfer_async(world: SimWorld, engine: HixlEngine, remote: str) -> AsyncOut
     rule says they did), and its connection is unusable from then on."""
     if world.faults.idle and not engine.broken:
         return NORMAL
-    _usable(engine, remote)
-    if world.faults.idle:
+    met = _rules_met(world, engine, remote, "hixl.transfer_async")
+    if met is None:
         return NORMAL
-    op = "hixl.transfer_async"
-    effect = transfer_effect(world.faults.on_call(Call(op, engine.name, remote)), world.faults.coin)
+    effect, _, ends = met
     extra = sum(effect.delays)
-    ends = _end(world, engine, remote, _peer(engine, remote), effect)
     if ends is None and not effect.timeout:
         return AsyncOutcome(extra_s=extra)
     if ends is not None and effect.fail is not None:
@@ -236,6 +231,20 @@ def notify(world: SimWorld, engine: HixlEngine, remote: str, peer: HixlEngine, t
 
 
 # -- connections ----------------------------------------------------------------------------------
+
+
+def _rules_met(
+    world: SimWorld, engine: HixlEngine, remote: str, op: str
+) -> Optional[Tuple[Effect, HixlEngine, Optional[HixlFault]]]:
+    """The opening both transfers share, once past the idle shortcut: a failed connection refuses the
+    transfer; with no rule loaded, None (it runs as checked); else the rules that fired at ``op``, the
+    peer still there, and how the transfer ends before its bytes would (None: it runs on)."""
+    _usable(engine, remote)
+    if world.faults.idle:
+        return None
+    effect = transfer_effect(world.faults.on_call(Call(op, engine.name, remote)), world.faults.coin)
+    peer = _peer(engine, remote)
+    return effect, peer, _end(world, engine, remote, peer, effect)
 
 
 def _usable(engine: HixlEngine, remote: str) -> None:
