@@ -79,8 +79,23 @@ def test_a_hixl_backend_unlink_meets_only_the_codes_its_engine_gives(world: SimW
     assert world.faults.fired(refused) == 0
     assert world.faults.refused(refused)
     assert world.faults.fired(failed) == 1
-    assert world.links() == [(1, 0)]  # the caller's entity stays
+    # LLM_FAILED is the entity's Finalize failing, and the entity goes all the same
+    # (comm_entity_manager.cc:48-56); unlinking it again finds none, a success (:58-61).
+    assert world.links() == []
     assert d.unlink_clusters([to_prompt()], 1000) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
+
+
+def test_a_hixl_backend_unlink_never_gives_llm_timeout(world: SimWorld) -> None:
+    # The engine's disconnect has no path to hixl TIMEOUT (docs/vendor_facts.md, "hixl-backend unlink
+    # against a hung peer"): a rule asking for it is refused, and a timeout rule does not match.
+    _, d = hixl_pair()
+    assert d.link_clusters([to_prompt()], 1000) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
+    refused = world.faults.add(Fault.fail(S.LLM_TIMEOUT, op="unlink_clusters"))
+    timed = world.faults.add(Fault.timeout(op="unlink_clusters"))
+    assert d.unlink_clusters([to_prompt()], 1000) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
+    assert world.faults.fired(refused) == 0
+    assert world.faults.refused(refused)
+    assert world.faults.fired(timed) == 0
     assert world.links() == []
 
 

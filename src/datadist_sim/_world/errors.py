@@ -28,3 +28,9 @@ class MemoryAccessError(SimError):
 
     def __repr__(self) -> str:
         return f"MemoryAccessError({self.code}, {self.message!r})"
+
+
+class BlocksForever(RuntimeError):
+    """The real engine's call would never return here (it waits on a peer that a fault rule hangs for
+    good, and nothing the plan holds will end the wait); the simulator says so instead of hanging the
+    test. Not a status code: no code comes back from the vendor's call either."""

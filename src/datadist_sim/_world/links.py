@@ -12,7 +12,8 @@ the remote engine's client channel only (adxl ``channel_msg_handler.cc:492-495``
 each other and both succeed; linking the same peer twice is ``LLM_ALREADY_LINK`` (hixl
 ``ALREADY_CONNECTED``, ``common/llm_log.h:164-170``). Unlinking destroys the caller's entity by cluster id
 alone (``UnlinkCluster``, lines 186-191; ``force`` is ignored, line 195), and an id with no entity is
-still a success (``comm_entity_manager.cc:33-62``).
+still a success (``comm_entity_manager.cc:33-62``); destroying one disconnects from the peer
+(``hixl_disconnect``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 from datadist_sim._status import LLMStatusCode
+from datadist_sim._world import hixl_disconnect
 from datadist_sim._world.cluster import ClusterNode, Endpoint, Mode, PeerLink, Role, reads_table
 from datadist_sim._world.errors import SimError
 from datadist_sim._world.fault_effects import link_outcome
@@ -203,9 +205,9 @@ def _v2_disconnect(
     ``delay`` lengthens the teardown, and one a ``delay`` or ``timeout`` pushes past the timeout is
     ``LLM_TIMEOUT``, both with the link left as it was, as when the connect to the peer fails or times
     out (``link_msg_handler.cc:426-431``: it comes before the entity is destroyed, :444;
-    ``msg_handler_plugin.cc:71-72``). A ``force`` unlink and a hixl-backend one contact no peer
-    (``link_msg_handler.cc:426``; ``hixl_transfer_engine.cc:186-191``), so their ``timeout`` rules do
-    not match, and a ``force`` unlink's codes are its own row's (``FORCE_SPECS``): its
+    ``msg_handler_plugin.cc:71-72``). A ``force`` unlink contacts no peer (``link_msg_handler.cc:426``)
+    and a hixl-backend one never times out (``hixl_disconnect``: it waits out a hung peer), so their
+    ``timeout`` rules do not match, and a ``force`` unlink's codes are its own row's (``FORCE_SPECS``): its
     ``LLM_UNLINK_FAILED`` is the entity's teardown failing (``comm_entity.cc:282-303``), after which the
     entity is gone anyway (``comm_entity_manager.cc:48-56``), so this end goes.
     """
@@ -222,14 +224,19 @@ def _v2_disconnect(
         _faults(world, node, "unlink_clusters", req.remote_cluster_id, timed, force), 0.0
     )
     if failed is not None:
-        if force and failed is S.LLM_UNLINK_FAILED and not node.hixl:
+        if (force and failed is S.LLM_UNLINK_FAILED and not node.hixl) or (
+            node.hixl and failed is S.LLM_FAILED
+        ):
+            # hixl: LLM_FAILED is the entity's Finalize failing, after which the entity goes
+            # (comm_entity_manager.cc:48-56); its LLM_PARAM_INVALID comes first (hixl_transfer_engine.cc:201).
             with world.lock:
                 node.peers.pop(req.remote_cluster_id, None)
         return failed, rtt
     if node.hixl:
-        with world.lock:
-            held = node.peers.pop(req.remote_cluster_id, None)
-        return S.LLM_SUCCESS, (rtt if held is not None else 0.0) + extra
+        if req.remote_cluster_id not in node.peers:
+            return S.LLM_SUCCESS, extra
+        code, waited = hixl_disconnect.disconnect(world, node, req.remote_cluster_id)
+        return code, waited + extra
     if force:
         with world.lock:
             node.peers.pop(req.remote_cluster_id, None)

@@ -209,8 +209,10 @@ SPECS: Dict[str, Dict[str, Spec]] = {
         "hixl": _r(
             (FAILED, PARAM),
             source="hixl_transfer_engine.cc:186-195 (by id alone; no entity is a success, "
-            "comm_entity_manager.cc:33-62; a peer that is down does not fail it, "
-            "adxl/channel_msg_handler.cc:574-623)",
+            "comm_entity_manager.cc:33-62); hixl_entity.cc:19, 76-82 (a fixed 30 s disconnect); "
+            "adxl/channel_msg_handler.cc:585-586, 608-611 (a peer down or cut off: no error), :614 + "
+            "msg_handler_plugin.cc:155-161, 165-167, 333-334 (a hung peer is waited out; one that dies "
+            "then is FAILED); no LLM_TIMEOUT: msg_handler_plugin.cc:71-72 follows only a failed DoConnect",
         ),
         "kv": _r(
             (
@@ -401,7 +403,7 @@ FORCE_SPECS: Dict[str, Dict[str, Spec]] = {
             (FAILED, PARAM),
             source="hixl_transfer_engine.cc:193-195 (force is ignored), :186-191; comm_entity_manager.cc:48 "
             "calls Finalize() with force false (comm_entity.h:143), so hixl_entity.cc:76-82 disconnects as "
-            "for a plain unlink",
+            "for a plain unlink (the same codes, no LLM_TIMEOUT: adxl/channel_msg_handler.cc:638-683)",
         ),
         "kv": _r(
             (

@@ -307,6 +307,19 @@ class FaultPlan:
         """``cluster_id`` answers nobody now (a hang rule holds)."""
         return self._holds(lambda rule: rule.action == "hang" and rule.cluster == cluster_id)
 
+    def hang_ends(self, cluster_id: ClusterRef) -> Optional[float]:
+        """While ``cluster_id`` is hung: when the last hang rule holding it heals, or None if one never
+        does (no ``end_s`` and no ``heal_after_s``)."""
+        ends: List[float] = []
+        with self._lock:
+            for rule, state in self._rules.items():
+                if rule.action == "hang" and rule.cluster == cluster_id and state.fired and not state.healed:
+                    end = _heals_at(rule, state)
+                    if end is None:
+                        return None
+                    ends.append(end)
+        return max(ends, default=None)
+
     def _holds(self, test: Callable[[Fault], bool]) -> bool:
         if not self._rules:
             return False
@@ -408,14 +421,17 @@ def _in_window(rule: Fault, now: float) -> bool:
     return (rule.start_s is None or now >= rule.start_s) and (rule.end_s is None or now < rule.end_s)
 
 
+def _heals_at(rule: Fault, state: _State) -> Optional[float]:
+    """The simulated time a fired rule heals at, or None if it holds for good."""
+    ends = [rule.end_s] if rule.end_s is not None else []
+    if rule.heal_after_s is not None and state.fired_at is not None:
+        ends.append(state.fired_at + rule.heal_after_s)
+    return min(ends, default=None)
+
+
 def _expired(rule: Fault, state: _State, now: float) -> bool:
-    if rule.end_s is not None and now >= rule.end_s:
-        return True
-    return (
-        rule.heal_after_s is not None
-        and state.fired_at is not None
-        and now >= state.fired_at + rule.heal_after_s
-    )
+    end = _heals_at(rule, state)
+    return end is not None and now >= end
 
 
 def never_fired(plan: FaultPlan) -> List[Fault]:
