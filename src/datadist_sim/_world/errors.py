@@ -30,7 +30,8 @@ class MemoryAccessError(SimError):
         return f"MemoryAccessError({self.code}, {self.message!r})"
 
 
-class BlocksForever(RuntimeError):
+class BlocksForever(BaseException):
     """The real engine's call would never return here (it waits on a peer that a fault rule hangs for
     good, and nothing the plan holds will end the wait); the simulator says so instead of hanging the
-    test. Not a status code: no code comes back from the vendor's call either."""
+    test. Not a status code: no code comes back from the vendor's call either. A ``BaseException``, so a
+    client's ``except Exception`` retry loop does not carry on as if the call had returned."""
