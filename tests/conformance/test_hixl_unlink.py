@@ -15,11 +15,11 @@ from typing import Tuple
 
 import pytest
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
-from tests.fabric.test_hixl_backend import P_PORT, hixl_pair, to_prompt
+from tests.fabric.test_hixl_backend import P_PORT, hixl, hixl_pair, to_prompt
 
 from datadist_sim import Fault, SimWorld
 from datadist_sim._world.errors import BlocksForever
-from datadist_sim.llm_datadist import LLMStatusCode
+from datadist_sim.llm_datadist import LLMRole, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 
 S = LLMStatusCode
@@ -114,3 +114,24 @@ def test_hixl_relink_after_unlinking_a_hung_peer_succeeds(world: SimWorld) -> No
         [S.LLM_SUCCESS],
     )
     assert world.links() == [(1, 0)]
+
+
+def test_hixl_unlink_of_a_hung_and_a_partitioned_peer_waits_for_the_longer_not_the_sum(
+    world: SimWorld,
+) -> None:
+    """The engine unlinks the clusters of one call in parallel (``hixl_transfer_engine.cc:197-218``): a
+    peer hung for 10 s and one cut off (30 s) end the call after 30 s, not 40."""
+    _, d = linked()
+    third_ip, third_port = "192.168.3.1", 26002
+    hixl(LLMRole.PROMPT, 2, third_ip, third_port)
+    to_third = info(2, third_port, remote_ip=third_ip, local_ip=DECODE_IP)
+    assert d.link_clusters([to_third]) == (S.LLM_SUCCESS, [S.LLM_SUCCESS])
+    world.faults.add(Fault.hang(0, heal_after_s=10.0))
+    world.faults.add(Fault.partition(1, 2))
+    start = world.now()
+    assert d.unlink_clusters([to_prompt(), to_third], CALL_TIMEOUT_MS) == (
+        S.LLM_SUCCESS,
+        [S.LLM_SUCCESS, S.LLM_SUCCESS],
+    )
+    assert world.now() - start == pytest.approx(30.0, abs=0.01)
+    assert world.links() == []

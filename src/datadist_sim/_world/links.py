@@ -191,8 +191,18 @@ def _v2_unlink(
         return _finish(world, S.LLM_PARAM_INVALID, [], 0.0)
     if world.config.v2_cluster_limit and len(requests) > world.config.max_clusters_per_call:
         return _finish(world, S.LLM_CLUSTER_NUM_EXCEED_LIMIT, [], 0.0)
-    outcomes = [_v2_disconnect(world, node, req, timeout_s, force) for req in requests]
-    return _finish_v2(world, outcomes)
+    # Both engines tear the clusters down in parallel, each from the call's start (llm_link_manager.cc:
+    # 75-97, hixl_transfer_engine.cc:197-218), but a hixl disconnect that waits out a hung peer lets that
+    # time pass here already: each outcome ends after its own wait plus its time, the call at the
+    # latest, less what has passed.
+    start = world.now()
+    ends = []
+    for req in requests:
+        began = world.now()
+        code, took = _v2_disconnect(world, node, req, timeout_s, force)
+        ends.append((code, world.now() - began + took))
+    spent = world.now() - start
+    return _finish_v2(world, [(code, max(0.0, end - spent)) for code, end in ends])
 
 
 def _v2_disconnect(
