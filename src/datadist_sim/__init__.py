@@ -21,6 +21,7 @@ from datadist_sim._status_table import status_info as status_info
 from datadist_sim._views import tensor_views as tensor_views
 from datadist_sim._world.surface import HCCS_BYTES_PER_S as HCCS_BYTES_PER_S
 from datadist_sim._world.surface import ROCE_BYTES_PER_S as ROCE_BYTES_PER_S
+from datadist_sim._world.surface import BlocksForever as BlocksForever
 from datadist_sim._world.surface import MemoryAccessError as MemoryAccessError
 from datadist_sim._world.surface import RealClock as RealClock
 from datadist_sim._world.surface import SimConfig as SimConfig
@@ -39,6 +40,7 @@ from datadist_sim.faults import FaultPlan as FaultPlan
 __version__ = "0.1.0"
 
 __all__ = [
+    "BlocksForever",
     "HCCS_BYTES_PER_S",
     "Fault",
     "FaultPlan",

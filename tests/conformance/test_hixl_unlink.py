@@ -17,8 +17,7 @@ import pytest
 from tests.fabric.conftest import DECODE_IP, PROMPT_IP, info
 from tests.fabric.test_hixl_backend import P_PORT, hixl, hixl_pair, to_prompt
 
-from datadist_sim import Fault, SimWorld
-from datadist_sim._world.errors import BlocksForever
+from datadist_sim import BlocksForever, Fault, SimWorld
 from datadist_sim.llm_datadist import LLMRole, LLMStatusCode
 from datadist_sim.llm_datadist.v2.llm_datadist import LLMDataDist
 

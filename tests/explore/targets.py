@@ -1,5 +1,6 @@
 """Small explore targets for the command's own checks: one that always fails, one that never lets go of
-simulated time, one that spins without letting time pass, one that unbalances a pool's books."""
+simulated time, one that spins without letting time pass, one that unbalances a pool's books, one whose
+call the real engine never returns from."""
 
 from __future__ import annotations
 
@@ -65,3 +66,15 @@ def blocks_on_a_socket(world: SimWorld) -> None:
 
 _held: list = []
 """The sockets stay open (a closed one would end the read)."""
+
+
+def unlinks_a_peer_hung_for_good(world: SimWorld) -> None:
+    """A hixl-backend Decoder unlinks a Prompt that a hang holds for good: the real call never returns."""
+    from tests.fabric.test_hixl_backend import hixl_pair, to_prompt
+
+    from datadist_sim import Fault
+
+    _, decoder = hixl_pair()
+    decoder.link_clusters([to_prompt()])
+    world.faults.add(Fault.hang(0))
+    decoder.unlink_clusters([to_prompt()], 1000)

@@ -271,6 +271,15 @@ def test_a_target_that_never_lets_time_pass_hangs_on_the_wall_bound() -> None:
     assert "wall time" in result.failure
 
 
+def test_a_call_the_real_engine_never_returns_from_is_a_hang() -> None:
+    """A hixl-backend unlink of a peer hung for good waits forever on hardware; the simulator raises
+    ``BlocksForever`` there, and explore counts the run a hang, not an exception of the client's."""
+    result = run_one(targets.unlinks_a_peer_hung_for_good, 0, 0, [], Limits())
+    assert result.failed
+    assert result.signature == "hang"
+    assert "would wait forever" in result.failure
+
+
 def test_unbalanced_pool_books_fail_a_run_whose_target_passed() -> None:
     result = run_one(targets.unbalances_a_pool, 0, 0, [], Limits())
     assert result.failed

@@ -17,7 +17,8 @@ Why each name is here:
 - ``activate``, ``current_world``, ``default_world``, ``reset_default_world``: which world a call is
   served by; the package exports them, aio, timepatch and the views read the current world, bench
   activates the one it built, the fabric's host makes the world it serves the default.
-- ``SimError``, ``MemoryAccessError``: the world's errors, caught by the views, the fabric and users.
+- ``SimError``, ``MemoryAccessError``: the world's errors, caught by the views, the fabric and users;
+  ``BlocksForever``: a call the real engine would never return from.
 - ``TraceEvent``, ``TraceSummary``, ``read_jsonl``, ``summarise``: the trace's events and their summary
   (scenarios, explore, assertions, coverage, the package); ``expand_trace_path``, ``open_trace_sink``:
   where a trace is written (cli, scenarios, ``_exec``, explore, the fabric's service);
@@ -45,6 +46,7 @@ from datadist_sim._world.current import activate as activate
 from datadist_sim._world.current import current_world as current_world
 from datadist_sim._world.current import default_world as default_world
 from datadist_sim._world.current import reset_default_world as reset_default_world
+from datadist_sim._world.errors import BlocksForever as BlocksForever
 from datadist_sim._world.errors import MemoryAccessError as MemoryAccessError
 from datadist_sim._world.errors import SimError as SimError
 from datadist_sim._world.ownership import copy_parties as copy_parties

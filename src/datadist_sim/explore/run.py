@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from datadist_sim._world.surface import SimConfig, SimWorld, VirtualClock, Wake
+from datadist_sim._world.surface import BlocksForever, SimConfig, SimWorld, VirtualClock, Wake
 from datadist_sim.explore.schedule import Baseline, Schedule
 from datadist_sim.faults.files import rule_from_spec
 from datadist_sim.scenarios.client_run import describe, fake_installed
@@ -125,7 +125,9 @@ class RunResult:
 
 
 def signature_of(exc: BaseException) -> str:
-    if isinstance(exc, Hang):
+    """``hang`` for a run past its bound and for a call the real engine never returns from (the client
+    would hang there); else the exception's type, with its status code's name."""
+    if isinstance(exc, (Hang, BlocksForever)):
         return "hang"
     code = getattr(exc, "status_code", None)
     name = getattr(code, "name", None)
